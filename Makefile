@@ -1,0 +1,88 @@
+# lilac — hand-written Makefile (llm.c / calm style).
+#   make              build/lilac and build/liblilac.a (CUDA backend included when nvcc is found)
+#   make test         build and run the whole CPU test suite (tests/run.sh)
+#   make SAN=1 test   the same under AddressSanitizer + UBSan (objects in build-san/)
+#   make fuzz         libFuzzer targets for every parser (clang), in build-fuzz/
+#   make test-gpu     GPU tests (on a machine with an NVIDIA GPU)
+#   make CUDA=0       force a CPU-only build; CUARCH=... overrides the CUDA targets
+
+CC      ?= cc
+NVCC    ?= $(shell command -v nvcc 2>/dev/null)
+CUDA    ?= $(if $(NVCC),1,0)
+SAN     ?= 0
+BUILD   := $(if $(filter 1,$(SAN)),build-san,build)
+
+CFLAGS  := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
+           -fno-strict-aliasing -pthread -MMD -MP -Iinclude -Isrc $(shell pkg-config --cflags libcjson libpcre2-8 2>/dev/null)
+LDLIBS  := -lcjson -lpcre2-8 -lutf8proc -lmicrohttpd -lcurl -lm -lpthread
+ifeq ($(SAN),1)
+CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -O1
+LDFLAGS += -fsanitize=address,undefined
+endif
+
+# CUDA: sm_90a (H100/H200) first, plus a PTX fallback that any newer GPU can JIT.
+CUARCH  ?= -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_80,code=compute_80
+NVFLAGS := -O3 -std=c++17 -Xcompiler -Wall,-Wno-unused-parameter -Isrc $(CUARCH) -lineinfo \
+           --expt-relaxed-constexpr -MMD -MP
+
+LIB_SRC := $(wildcard src/base/*.c src/format/*.c src/quant/*.c src/tokenizer/*.c src/model/*.c \
+             src/backend/*.c src/backend/cpu/*.c src/runtime/*.c src/server/*.c src/privacy/*.c)
+CLI_SRC := $(wildcard src/cli/*.c)
+CU_SRC  := $(wildcard src/backend/cuda/*.cu)
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLI_OBJ := $(CLI_SRC:%.c=$(BUILD)/%.o)
+CU_OBJ  :=
+ifeq ($(CUDA),1)
+CFLAGS  += -DLILAC_CUDA
+CU_OBJ  := $(CU_SRC:%.cu=$(BUILD)/%.o)
+CUDA_HOME ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+LDLIBS  += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/targets/x86_64-linux/lib -lcudart_static -ldl -lrt -lstdc++
+endif
+
+TEST_SRC := $(wildcard tests/test_*.c)
+TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+
+.PHONY: all test test-gpu fuzz clean bench setup run
+all: $(BUILD)/lilac $(BUILD)/liblilac.a
+
+$(BUILD)/liblilac.a: $(LIB_OBJ) $(CU_OBJ)
+	@mkdir -p $(@D)
+	ar rcs $@ $^
+
+$(BUILD)/lilac: $(CLI_OBJ) $(BUILD)/liblilac.a
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(BUILD)/liblilac.a $(LDLIBS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -c -o $@ $<
+
+$(BUILD)/%.o: %.cu
+	@mkdir -p $(@D)
+	$(NVCC) $(NVFLAGS) -c -o $@ $<
+
+$(BUILD)/tests/%: tests/%.c $(BUILD)/liblilac.a tests/testutil.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/liblilac.a -lcmocka $(LDLIBS)
+
+tests: $(TEST_BIN) $(BUILD)/lilac
+
+test: tests
+	BUILD=$(BUILD) tests/run.sh
+
+test-gpu: all
+	BUILD=$(BUILD) tests/gpu/run.sh
+
+# ---- fuzzing (clang + libFuzzer); each target in tests/fuzz/fuzz_*.c
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_LIB_SRC := $(filter-out src/backend/%,$(LIB_SRC)) src/backend/backend.c $(wildcard src/backend/cpu/*.c)
+fuzz:
+	@mkdir -p build-fuzz
+	@for f in $(FUZZ_SRC); do n=$$(basename $$f .c); \
+	  echo "clang $$n"; \
+	  clang -std=c11 -D_GNU_SOURCE -g -O1 -Isrc -fsanitize=fuzzer,address,undefined -o build-fuzz/$$n $$f \
+	    $(FUZZ_LIB_SRC) -lcjson -lpcre2-8 -lutf8proc -lmicrohttpd -lcurl -lm -lpthread || exit 1; done
+
+clean:
+	rm -rf build build-san build-fuzz
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,13 @@
+/* cli.h — subcommands of the `lilac` binary; each lives in cmd_<name>.c. */
+#ifndef LILAC_CLI_H
+#define LILAC_CLI_H
+
+typedef int (*cli_cmd_fn)(int argc, char **argv); /* argv[0] is the subcommand name */
+
+int cmd_info(int argc, char **argv);
+int cmd_logits(int argc, char **argv);
+
+/* Prints "lilac <cmd>: <msg>" to stderr and returns 1 (the exit status for runtime errors). */
+int cli_fail(const char *cmd, const char *msg);
+
+#endif

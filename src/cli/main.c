@@ -1,0 +1,39 @@
+/* main.c — `lilac <command> ...`: dispatch to the subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "base/base.h"
+#include "cli.h"
+
+static const struct {
+    const char *name;
+    cli_cmd_fn fn;
+    const char *help;
+} commands[] = {
+    /* keep one line per command; each helper adds its own line */
+    {"info", cmd_info, "show a model's architecture, tensors, types and memory"},
+    {"logits", cmd_logits, "write the logits of a token sequence to a safetensors file"},
+};
+
+int cli_fail(const char *cmd, const char *msg) {
+    fprintf(stderr, "lilac %s: %s\n", cmd, msg);
+    return 1;
+}
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: lilac <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < LL_ARRAY_LEN(commands); i++) fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].help);
+    fprintf(f, "\n`lilac <command> --help` describes a command's options.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (size_t i = 0; i < LL_ARRAY_LEN(commands); i++)
+        if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "lilac: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

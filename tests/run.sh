@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs every test program (C/cmocka in $BUILD/tests, Python in tests/py) and ends with one
+# summary line: "N passed, N failed, N skipped".
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+pass=0; fail=0; skipn=0; failed_names=()
+for t in "$BUILD"/tests/test_*; do
+    [ -x "$t" ] || continue
+    name=$(basename "$t")
+    out=$(CMOCKA_MESSAGE_OUTPUT=TAP timeout 1800 "$t" 2>&1); rc=$?
+    echo "$out" | sed "s/^/[$name] /"
+    p=$(echo "$out" | grep -cE '^ok ' || true)
+    s=$(echo "$out" | grep -cE '^ok .*# SKIP' || true)
+    f=$(echo "$out" | grep -cE '^not ok ' || true)
+    p=$((p - s))
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "[$name] exited with status $rc"; fi
+    pass=$((pass + p)); fail=$((fail + f)); skipn=$((skipn + s))
+    [ "$f" -gt 0 ] && failed_names+=("$name")
+done
+if [ -d tests/py ] && ls tests/py/test_*.py >/dev/null 2>&1; then
+    out=$(LILAC_BIN="$BUILD/lilac" python3 -m pytest -q tests/py 2>&1); rc=$?
+    echo "$out" | sed 's/^/[pytest] /'
+    line=$(echo "$out" | tail -n 1)
+    p=$(echo "$line" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+' || echo 0)
+    f=$(echo "$line" | grep -oE '[0-9]+ (failed|error|errors)' | grep -oE '[0-9]+' | paste -sd+ | bc 2>/dev/null || echo 0)
+    s=$(echo "$line" | grep -oE '[0-9]+ skipped' | grep -oE '[0-9]+' || echo 0)
+    [ -z "$f" ] && f=0
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+    pass=$((pass + p)); fail=$((fail + f)); skipn=$((skipn + s))
+    [ "$f" -gt 0 ] && failed_names+=("pytest")
+done_py=1
+fi
+[ ${#failed_names[@]} -gt 0 ] && echo "failing: ${failed_names[*]}"
+echo "$pass passed, $fail failed, $skipn skipped"
+[ "$fail" -eq 0 ]
