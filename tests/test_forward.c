@@ -95,7 +95,8 @@ static void check_prefill(const char *name, int32_t max_batch) {
     fixture f;
     fixture_open(&f, name);
     tap_ctx tc = {.golden = &f.golden};
-    ll_backend *be = cpu_new(f.m, max_batch, on_tap, &tc);
+    /* taps see one chunk at a time; compare activations only for single-chunk prefills */
+    ll_backend *be = cpu_new(f.m, max_batch, max_batch >= f.T ? on_tap : NULL, &tc);
     ll_seq *s;
     assert_int_equal(be->v->seq_new(be, f.T + 32, &s), LL_OK);
     const int64_t V = f.m->hp.n_vocab;
