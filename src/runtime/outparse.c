@@ -226,7 +226,7 @@ static cJSON *typed_value(const ll_outparse *op, const char *fname, const char *
         } else {
             /* object, array and anything else: JSON text, all of it */
             const char *end = NULL;
-            out = cJSON_ParseWithLengthOpts(t, strlen(t), &end, 1);
+            out = cJSON_ParseWithOpts(t, &end, 1); /* 1: nothing may follow the value */
         }
         ll_free(tb);
     }
@@ -335,35 +335,38 @@ static presult parse_call(ll_outparse *op, int final, size_t *consumed, char **c
             /* search for the end of the value, resuming where an earlier pass stopped */
             size_t from = vs;
             if (op->val_start == vs && op->val_scanned > vs + 16) from = op->val_scanned - 16;
-            size_t ve = find(s, from, n, TAG_PARAM_END), next = SIZE_MAX;
-            if (ve != SIZE_MAX) {
-                next = ve + strlen(TAG_PARAM_END);
-            } else {
-                /* no </parameter>: a "</function>" + "</tool_call>" closing the call ends it anyway */
-                size_t t = from;
-                while ((t = find(s, t, n, TAG_CALL_END)) != SIZE_MAX) {
-                    size_t b = t;
-                    while (b > vs && is_ws(s[b - 1])) b--;
-                    size_t fl = strlen(TAG_FUNC_END);
-                    if (b >= vs + fl && memcmp(s + b - fl, TAG_FUNC_END, fl) == 0) {
-                        ve = implicit_value_end(s, vs, b - fl);
-                        break;
-                    }
-                    t++;
-                }
-                if (ve == SIZE_MAX && final) {
-                    size_t lim = LL_MIN(find(s, vs, n, TAG_FUNC_END), find(s, vs, n, TAG_CALL_END));
-                    if (lim != SIZE_MAX || find(s, vs, n, "\n" TAG_PARAM) != SIZE_MAX)
-                        ve = implicit_value_end(s, vs, lim != SIZE_MAX ? lim : n);
-                }
-                if (ve == SIZE_MAX) {
-                    if (final) { res = P_BAD; break; } /* cut inside a value: not a call */
-                    op->val_start = vs;
-                    op->val_scanned = n;
-                    res = P_NEED;
+            /* The value ends at whichever completes first: its "</parameter>", or a
+             * "</function>" + "</tool_call>" that closes the call without one. Taking the earliest
+             * completion keeps the result independent of how the text arrived. */
+            size_t pe = find(s, from, n, TAG_PARAM_END), fe_at = SIZE_MAX;
+            size_t lim = pe == SIZE_MAX ? n : pe + strlen(TAG_PARAM_END);
+            for (size_t t = from; (t = find(s, t, lim, TAG_CALL_END)) != SIZE_MAX; t++) {
+                size_t b = t, fl = strlen(TAG_FUNC_END);
+                while (b > vs && is_ws(s[b - 1])) b--;
+                if (b >= vs + fl && memcmp(s + b - fl, TAG_FUNC_END, fl) == 0) {
+                    fe_at = b - fl;
                     break;
                 }
-                next = ve; /* the loop goes on at the implicit end's tag */
+            }
+            size_t ve, next;
+            if (fe_at != SIZE_MAX) {
+                ve = next = implicit_value_end(s, vs, fe_at); /* the loop goes on at that tag */
+            } else if (pe != SIZE_MAX) {
+                /* a line-initial "<parameter=" inside the value means its "</parameter>" is missing */
+                ve = implicit_value_end(s, vs, pe);
+                next = ve == pe ? pe + strlen(TAG_PARAM_END) : ve;
+            } else if (final) {
+                size_t cut = LL_MIN(find(s, vs, n, TAG_FUNC_END), find(s, vs, n, TAG_CALL_END));
+                if (cut == SIZE_MAX && find(s, vs, n, "\n" TAG_PARAM) == SIZE_MAX) {
+                    res = P_BAD; /* cut inside a value: not a call */
+                    break;
+                }
+                ve = next = implicit_value_end(s, vs, cut != SIZE_MAX ? cut : n);
+            } else {
+                op->val_start = vs;
+                op->val_scanned = n;
+                res = P_NEED;
+                break;
             }
             size_t vlen = ve - vs;
             if (vlen && s[vs + vlen - 1] == '\n') vlen--;

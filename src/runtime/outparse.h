@@ -33,9 +33,9 @@
  * names: the last wins. Arguments are a compact JSON object (cJSON), in parameter order.
  *
  * Robustness (never a crash, never a half-parsed call):
- *   - A value ends at the first "</parameter>". A missing "</parameter>" is tolerated when the call
- *     is closed by "</function>" + "</tool_call>" (or the output ends): the value then ends at the
- *     next line-initial "<parameter=" or at "</function>".
+ *   - A value ends at the first "</parameter>", or at an earlier "</function>" + "</tool_call>"
+ *     that closes the call without one. A line-initial "<parameter=" inside the value means its
+ *     "</parameter>" is missing: the value ends before that line and the next parameter starts.
  *   - A missing "</function>" before "</tool_call>" is tolerated; text after "</function>" that is
  *     not "</tool_call>" ends the call and is content.
  *   - Anything else inside "<tool_call>" (no "<function=", a name with spaces/quotes/braces, junk
@@ -44,8 +44,9 @@
  *     call cut inside an opening tag or a value is returned as content (a truncated argument is never
  *     executed).
  *   - Text between calls is content (whitespace around calls is dropped).
- *   - Known limit: a value that contains the literal text "</parameter>" is cut there (the format
- *     has no escaping; vLLM guesses with look-ahead, we do not).
+ *   - Known limit: the format has no escaping, so a value cannot contain the text "</parameter>",
+ *     "</function></tool_call>" or a line starting with "<parameter=" (vLLM guesses with schema
+ *     look-ahead; we do not). Any other text, "<tool_call>" and "</tool_call>" included, is fine.
  * Calls that are not wrapped in <tool_call> are not recognised (content).
  *
  * Not thread-safe; one parser per response.
