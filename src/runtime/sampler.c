@@ -125,7 +125,8 @@ ll_status ll_sampler_new(const ll_sampler_params *p, int32_t n_logits, int32_t n
         if (s->bias) memcpy(s->bias, p->logit_bias, (size_t)p->n_logit_bias * sizeof(ll_logit_bias));
     }
     s->p.logit_bias = s->bias;
-    if (!s->work || !s->prob || !s->cands || !s->count || !s->in_prompt || !s->touched || (p->n_logit_bias > 0 && !s->bias)) {
+    if (!s->work || !s->prob || !s->cands || !s->count || !s->in_prompt || !s->touched ||
+        (p->n_logit_bias > 0 && !s->bias)) {
         ll_sampler_free(s);
         return ll_err(LL_ERR_OOM, "sampler: out of memory for a vocabulary of %d", n_vocab);
     }
@@ -268,7 +269,8 @@ static ll_status apply_penalties(ll_sampler *s, const float *logits) {
 
 /* exp(x) for x <= 0 (logit minus the maximum), branch-free so the passes over the vocabulary stay
  * cheap: x = n ln2 + r with |r| <= ln2/2, e^r by its degree-6 Taylor polynomial (relative error
- * < 2e-7), 2^n put into the exponent bits. exp(0) is exactly 1; below -80 (and for -inf) it is 0 (< 2e-35 anyway). */
+ * < 2e-7), 2^n put into the exponent bits. exp(0) is exactly 1; below -80 (and for -inf) it is 0
+ * (the true value is < 2e-35 there). */
 static inline float exp_neg(float x) {
     float xc = x < -80.0f ? -80.0f : x;
     float tn = xc * 1.44269504088896341f - 0.5f; /* round to nearest via truncation of a negative */
