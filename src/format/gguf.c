@@ -1,44 +1,11 @@
 /* gguf.c — GGUF reader and writer; see gguf.h. */
 #include "gguf.h"
 
+#include "arena.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
-
-/* ---------------------------------------------------------------- arena */
-
-/* Bump allocator in chained chunks: one free for the many small strings of a tokenizer. */
-typedef struct arena_chunk {
-    struct arena_chunk *next;
-    size_t used, cap;
-    _Alignas(16) unsigned char mem[];
-} arena_chunk;
-
-static void *arena_alloc(void **arena, size_t n) {
-    arena_chunk *c = *arena;
-    n = (n + 15) & ~(size_t)15;
-    if (!c || c->cap - c->used < n) {
-        size_t cap = n > (1u << 20) ? n : (1u << 20);
-        arena_chunk *nc = ll_malloc(sizeof(arena_chunk) + cap);
-        if (!nc) return NULL;
-        nc->next = c;
-        nc->used = 0;
-        nc->cap = cap;
-        *arena = c = nc;
-    }
-    void *p = c->mem + c->used;
-    c->used += n;
-    return p;
-}
-
-static void arena_free(void *arena) {
-    arena_chunk *c = arena;
-    while (c) {
-        arena_chunk *n = c->next;
-        ll_free(c);
-        c = n;
-    }
-}
 
 /* ---------------------------------------------------------------- reader */
 
@@ -83,7 +50,7 @@ static ll_status cur_str(cursor *c, const char **out, const char *what) {
     if (len > cur_left(c))
         return ll_err(LL_ERR_FORMAT, "%s: %s at byte offset %zu has length %llu, past the end of the file", c->g->path, what, at,
                       (unsigned long long)len);
-    char *s = arena_alloc(&c->g->arena, (size_t)len + 1);
+    char *s = fmt_arena_alloc(&c->g->arena, (size_t)len + 1);
     if (!s) return ll_err(LL_ERR_OOM, "%s: out of memory", c->g->path);
     memcpy(s, c->d + c->pos, (size_t)len);
     s[len] = '\0';
@@ -135,18 +102,18 @@ static ll_status read_value(cursor *c, gguf_type type, gguf_value *v, const char
         return ll_err(LL_ERR_FORMAT, "%s: key '%s': array of %llu %s elements at byte offset %zu runs past the end of the file", c->g->path,
                       key, (unsigned long long)n, gguf_type_name((gguf_type)at), pos0);
     if (esz) {
-        void *a = arena_alloc(&c->g->arena, (size_t)n * esz + 1);
+        void *a = fmt_arena_alloc(&c->g->arena, (size_t)n * esz + 1);
         if (!a) return ll_err(LL_ERR_OOM, "%s: out of memory", c->g->path);
         LL_TRY(cur_read(c, a, (size_t)n * esz, key));
         v->arr = a;
     } else if (at == GGUF_TYPE_STRING) {
-        const char **s = arena_alloc(&c->g->arena, (size_t)n * sizeof(char *) + 1);
+        const char **s = fmt_arena_alloc(&c->g->arena, (size_t)n * sizeof(char *) + 1);
         if (!s) return ll_err(LL_ERR_OOM, "%s: out of memory", c->g->path);
         for (uint64_t i = 0; i < n; i++) LL_TRY(cur_str(c, &s[i], key));
         v->strs = s;
     } else {
         if (depth >= 4) return ll_err(LL_ERR_FORMAT, "%s: key '%s': arrays nested too deeply", c->g->path, key);
-        gguf_value *sub = arena_alloc(&c->g->arena, (size_t)n * sizeof(gguf_value) + 1);
+        gguf_value *sub = fmt_arena_alloc(&c->g->arena, (size_t)n * sizeof(gguf_value) + 1);
         if (!sub) return ll_err(LL_ERR_OOM, "%s: out of memory", c->g->path);
         for (uint64_t i = 0; i < n; i++) LL_TRY(read_value(c, GGUF_TYPE_ARRAY, &sub[i], key, depth + 1));
         v->sub = sub;
@@ -160,7 +127,7 @@ void gguf_close(gguf_file *g) {
     ll_free(g->tensors);
     ll_free(g->tensor_offsets);
     ll_free(g->by_name);
-    arena_free(g->arena);
+    fmt_arena_free(g->arena);
     ll_free(g->path);
     if (g->map.path) ll_mapfile_close(&g->map);
     ll_free(g);
