@@ -11,7 +11,7 @@
 #include "testutil.h"
 
 typedef struct tu_st_entry {
-    char name[160];
+    char name[256];
     char dtype[8];
     int n_dims;
     int64_t shape[LL_MAX_DIMS];
@@ -33,7 +33,7 @@ static inline tu_st_entry *tu_st_add(tu_st *w, const char *name, const char *dty
     }
     tu_st_entry *e = &w->e[w->n++];
     memset(e, 0, sizeof(*e));
-    snprintf(e->name, sizeof(e->name), "%s", name);
+    if (snprintf(e->name, sizeof(e->name), "%s", name) >= (int)sizeof(e->name)) fail_msg("name too long: %s", name);
     snprintf(e->dtype, sizeof(e->dtype), "%s", dtype);
     e->n_dims = nd;
     for (int i = 0; i < nd; i++) e->shape[i] = shape[i];

@@ -83,6 +83,13 @@ static const ll_tensor *find(lctx *c, const char *name) {
     return tensor_at(c, i);
 }
 
+/* The file that holds tensor t (the shard, for sharded checkpoints), for messages. */
+static const char *file_of(const lctx *c, const ll_tensor *t) {
+    if (c->f->kind != QWEN_FILE_SAFETENSORS) return c->src;
+    int64_t i = lookup_index(c, t->name);
+    return i < 0 ? c->src : st_set_file_of(&c->f->st, i);
+}
+
 static ll_status missing(const lctx *c, const char *name, const int64_t *shape, int nd) {
     char sb[96];
     return ll_err(LL_ERR_FORMAT, "%s: missing tensor '%s' (expected shape %s)", c->src, name, ll_shape_str(shape, nd, sb, sizeof(sb)));
@@ -90,7 +97,7 @@ static ll_status missing(const lctx *c, const char *name, const int64_t *shape, 
 
 static ll_status bad_shape(const lctx *c, const ll_tensor *t, const int64_t *shape, int nd) {
     char a[96], b[96];
-    return ll_err(LL_ERR_FORMAT, "%s: tensor '%s' has shape %s, expected %s", c->src, t->name, ll_shape_str(t->shape, t->n_dims, a, sizeof(a)),
+    return ll_err(LL_ERR_FORMAT, "%s: tensor '%s' has shape %s, expected %s", file_of(c, t), t->name, ll_shape_str(t->shape, t->n_dims, a, sizeof(a)),
                   ll_shape_str(shape, nd, b, sizeof(b)));
 }
 
@@ -105,9 +112,9 @@ static int shape_is(const ll_tensor *t, const int64_t *shape, int nd) {
 
 static ll_status to_f32(lctx *c, const ll_tensor *t, int64_t n, int add_one, float **out) {
     if (t->type != LL_TYPE_F32 && t->type != LL_TYPE_BF16 && t->type != LL_TYPE_F16)
-        return ll_err(LL_ERR_FORMAT, "%s: tensor '%s' has type %s (a float type expected)", c->src, t->name, quant_type_name(t->type));
+        return ll_err(LL_ERR_FORMAT, "%s: tensor '%s' has type %s (a float type expected)", file_of(c, t), t->name, quant_type_name(t->type));
     float *d = arena(c, (size_t)n * sizeof(float));
-    if (!d) return ll_err(LL_ERR_OOM, "%s: out of memory converting '%s'", c->src, t->name);
+    if (!d) return ll_err(LL_ERR_OOM, "%s: out of memory converting '%s'", file_of(c, t), t->name);
     const uint8_t *s = t->data;
     for (int64_t i = 0; i < n; i++) {
         float v;
@@ -139,9 +146,9 @@ static ll_status get_norm(lctx *c, const char *name, int64_t n, float **out) { r
 
 static ll_status check_weight_type(const lctx *c, const ll_tensor *t, int64_t cols) {
     if (!quant_type_is_weight(t->type))
-        return ll_err(LL_ERR_FORMAT, "%s: tensor '%s' has type %s, which is not a weight type", c->src, t->name, quant_type_name(t->type));
+        return ll_err(LL_ERR_FORMAT, "%s: tensor '%s' has type %s, which is not a weight type", file_of(c, t), t->name, quant_type_name(t->type));
     if (cols % quant_block_elems(t->type) != 0)
-        return ll_err(LL_ERR_FORMAT, "%s: tensor '%s': row length %lld is not a multiple of %s's block of %lld", c->src, t->name,
+        return ll_err(LL_ERR_FORMAT, "%s: tensor '%s': row length %lld is not a multiple of %s's block of %lld", file_of(c, t), t->name,
                       (long long)cols, quant_type_name(t->type), (long long)quant_block_elems(t->type));
     return LL_OK;
 }
@@ -151,9 +158,9 @@ static ll_status check_weight_type(const lctx *c, const ll_tensor *t, int64_t co
 static ll_status mlx_repack(lctx *c, const ll_tensor *w, int64_t outer, int64_t rows, int64_t cols, mstack *out) {
     size_t nl = strlen(w->name);
     if (nl < 7 || strcmp(w->name + nl - 7, ".weight") != 0)
-        return ll_err(LL_ERR_FORMAT, "%s: tensor '%s' is U32 (MLX-quantized) but not named X.weight", c->src, w->name);
+        return ll_err(LL_ERR_FORMAT, "%s: tensor '%s' is U32 (MLX-quantized) but not named X.weight", file_of(c, w), w->name);
     char module[512], sname[512 + 8], bname[512 + 8];
-    if (nl - 7 >= sizeof(module)) return ll_err(LL_ERR_FORMAT, "%s: tensor name '%s' is too long", c->src, w->name);
+    if (nl - 7 >= sizeof(module)) return ll_err(LL_ERR_FORMAT, "%s: tensor name '%s' is too long", file_of(c, w), w->name);
     memcpy(module, w->name, nl - 7);
     module[nl - 7] = '\0';
     snprintf(sname, sizeof(sname), "%s.scales", module);
@@ -178,12 +185,12 @@ static ll_status mlx_repack(lctx *c, const ll_tensor *w, int64_t outer, int64_t 
     if (!shape_is(b, nd == 3 ? gshape : gshape + 1, nd)) return bad_shape(c, b, nd == 3 ? gshape : gshape + 1, nd);
     const hf_quant_entry *qe = hf_quant_find(&c->q, module);
     if (qe && !qe->quantized)
-        return ll_err(LL_ERR_FORMAT, "%s: tensor '%s' is quantized but config.json says %s is not", c->src, w->name, module);
+        return ll_err(LL_ERR_FORMAT, "%s: tensor '%s' is quantized but config.json says %s is not", file_of(c, w), w->name, module);
     int cbits = qe ? qe->bits : c->q.bits, cgs = qe ? qe->group_size : c->q.group_size;
     if (!c->q.present)
-        return ll_err(LL_ERR_FORMAT, "%s: tensor '%s' is MLX-quantized (U32) but config.json has no \"quantization\"", c->src, w->name);
+        return ll_err(LL_ERR_FORMAT, "%s: tensor '%s' is MLX-quantized (U32) but config.json has no \"quantization\"", file_of(c, w), w->name);
     if (bits != cbits || gs != cgs)
-        return ll_err(LL_ERR_FORMAT, "%s: tensor '%s' is packed as %d-bit, group %d, but config.json says %d-bit, group %d", c->src, w->name,
+        return ll_err(LL_ERR_FORMAT, "%s: tensor '%s' is packed as %d-bit, group %d, but config.json says %d-bit, group %d", file_of(c, w), w->name,
                       bits, gs, cbits, cgs);
     if ((bits != 4 && bits != 8) || gs != LL_QK_MLX)
         return ll_err(LL_ERR_UNSUPPORTED, "%s: tensor '%s': MLX %d-bit with group size %d is not supported (4 or 8 bits, group 64)", c->src,
@@ -195,7 +202,7 @@ static ll_status mlx_repack(lctx *c, const ll_tensor *w, int64_t outer, int64_t 
     size_t bb = quant_block_bytes(ty), qbytes = (size_t)LL_QK_MLX * bits / 8, row_bytes = (size_t)ng * bb;
     int64_t nrows = outer * rows;
     uint8_t *dst = arena(c, (size_t)nrows * row_bytes);
-    if (!dst) return ll_err(LL_ERR_OOM, "%s: out of memory repacking '%s'", c->src, w->name);
+    if (!dst) return ll_err(LL_ERR_OOM, "%s: out of memory repacking '%s'", file_of(c, w), w->name);
     const uint8_t *wq = w->data, *sp = s->data, *bp = b->data;
     size_t esz = quant_block_bytes(s->type);
     for (int64_t r = 0; r < nrows; r++) {
