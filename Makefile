@@ -64,7 +64,14 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/liblilac.a tests/testutil.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/liblilac.a -lcmocka $(LDLIBS)
 
-tests: $(TEST_BIN) $(BUILD)/lilac
+# test tools (small programs the Python tests drive)
+$(BUILD)/tests/tools/%: tests/tools/%.c $(BUILD)/liblilac.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/liblilac.a $(LDLIBS)
+
+TOOL_BIN := $(patsubst tests/tools/%.c,$(BUILD)/tests/tools/%,$(wildcard tests/tools/*.c))
+
+tests: $(TEST_BIN) $(TOOL_BIN) $(BUILD)/lilac
 
 test: tests
 	BUILD=$(BUILD) tests/run.sh
