@@ -99,29 +99,56 @@ static const uint8_t k_q6_scale_shuf[8][16] = {
 
 /* ------------------------------------------------------------------ integer dots (decode) */
 
+/* Scales and mins of a Q4_K/Q5_K block as 8 int16 each: .sc in int16 lanes 0-7 of both
+ * 128-bit halves (for pshufb broadcasts), .mn duplicated pairwise (mn0 mn0 mn1 mn1 ...) to
+ * meet the 16 bsums in one madd. */
+T_AVX2 static inline void k4_scale_vecs(const uint8_t s[12], __m256i *sc, __m256i *mn2) {
+    uint32_t u[3];
+    memcpy(u, s, 12);
+    uint32_t s0 = u[0] & 0x3f3f3f3fu, s1 = (u[2] & 0x0f0f0f0fu) | ((u[0] >> 2) & 0x30303030u);
+    uint32_t m0 = u[1] & 0x3f3f3f3fu, m1 = ((u[2] >> 4) & 0x0f0f0f0fu) | ((u[1] >> 2) & 0x30303030u);
+    __m128i v = _mm_set_epi32((int)m1, (int)m0, (int)s1, (int)s0);
+    *sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(v));
+    __m128i m = _mm_unpackhi_epi8(v, v); /* mn0 mn0 mn1 mn1 ... as bytes */
+    *mn2 = _mm256_cvtepu8_epi16(m);
+}
+
+/* pshufb masks selecting int16 lane j of a register into every int16 lane */
+static const uint8_t k_bcast16[8][32] = {
+#define B16(j) {2*j,2*j+1,2*j,2*j+1,2*j,2*j+1,2*j,2*j+1,2*j,2*j+1,2*j,2*j+1,2*j,2*j+1,2*j,2*j+1, \
+                2*j,2*j+1,2*j,2*j+1,2*j,2*j+1,2*j,2*j+1,2*j,2*j+1,2*j,2*j+1,2*j,2*j+1,2*j,2*j+1}
+    B16(0), B16(1), B16(2), B16(3), B16(4), B16(5), B16(6), B16(7),
+#undef B16
+};
+
+#define PREFETCH_AHEAD 640 /* bytes of the weight row to request ahead of use */
+
 T_AVX2 static float avx2_dotq_q4_K(const void *row, const void *act, int64_t n) {
     const ll_block_q4_K *w = row;
     const ll_block_q8_K *a = act;
     __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
     for (int64_t b = 0; b < n / LL_QK_K; b++) {
-        uint8_t sc[8], mn[8];
-        k4_scales_fast(w[b].scales, sc, mn);
-        float d = a[b].d * h2f(w[b].d), dmin = a[b].d * h2f(w[b].dmin);
-        /* mins: sum_j mn[j] * (bsums[2j] + bsums[2j+1]) in one madd */
-        __m128i m8 = _mm_loadl_epi64((const __m128i *)mn);
-        __m256i m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
-        __m256i pm = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[b].bsums), m16);
-        accm = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(pm), accm);
+        _mm_prefetch((const char *)&w[b] + PREFETCH_AHEAD, _MM_HINT_T0);
+        _mm_prefetch((const char *)&w[b] + PREFETCH_AHEAD + 64, _MM_HINT_T0);
+        _mm_prefetch((const char *)&w[b] + PREFETCH_AHEAD + 128, _MM_HINT_T0);
+        __m256i sc, mn2;
+        k4_scale_vecs(w[b].scales, &sc, &mn2);
+        float da = a[b].d;
+        __m256i pm = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[b].bsums), mn2);
+        accm = _mm256_fmadd_ps(_mm256_set1_ps(da * h2f(w[b].dmin)), _mm256_cvtepi32_ps(pm), accm);
         __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
         for (int c = 0; c < 4; c++) {
-            __m256i lo, hi;
-            q4k_chunk(&w[b], c, &lo, &hi);
+            __m256i q = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * c));
+            __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
             __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(a[b].qs + 64 * c)));
             __m256i p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(a[b].qs + 64 * c + 32)));
-            s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(p0, _mm256_set1_epi16(sc[2 * c])));
-            s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[2 * c + 1])));
+            __m256i c0 = _mm256_shuffle_epi8(sc, _mm256_loadu_si256((const __m256i *)k_bcast16[2 * c]));
+            __m256i c1 = _mm256_shuffle_epi8(sc, _mm256_loadu_si256((const __m256i *)k_bcast16[2 * c + 1]));
+            s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(p0, c0));
+            s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(p1, c1));
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1)), acc);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(da * h2f(w[b].d)), _mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1)), acc);
     }
     return hsum_ps(_mm256_sub_ps(acc, accm));
 }
@@ -507,41 +534,45 @@ T_AVX2 static void avx2_dequant_f16(const void *src, float *y, int64_t n) {
 
 /* ------------------------------------------------------------------ AVX-512 VNNI (decode) */
 
-/* Q4_K with vpdpbusd: the u8 x s8 products of 4 neighbours go straight into int32 lanes
- * (no int16 intermediate), then one multiply by the per-sub-block scale. Two 64-element chunks
- * per 512-bit step. */
+/* Q4_K with 512-bit vpdpbusd. One 64-element chunk per zmm: the chunk's 32 code bytes are
+ * broadcast to both halves and the upper half shifted by 4, giving [low nibbles | high
+ * nibbles] = [sub-block 2c | sub-block 2c+1], which lines up with 64 consecutive activation
+ * bytes. vpdpbusd leaves int32 sums of 4 products (|v| <= 4*15*127, so they fit int16); two
+ * chunks are packed to int16 and multiplied by their sub-block scales with one vpmaddwd. */
+static const uint8_t k_vnni_q4k_scale_shuf[2][64] = {
+#define P4(i) 2*(i), 2*(i)+1, 2*(i), 2*(i)+1, 2*(i), 2*(i)+1, 2*(i), 2*(i)+1
+    {P4(0), P4(2), P4(0), P4(2), P4(1), P4(3), P4(1), P4(3)},
+    {P4(4), P4(6), P4(4), P4(6), P4(5), P4(7), P4(5), P4(7)},
+#undef P4
+};
+
 T_VNNI static float vnni_dotq_q4_K(const void *row, const void *act, int64_t n) {
     const ll_block_q4_K *w = row;
     const ll_block_q8_K *a = act;
     const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i shuf01 = _mm512_loadu_si512((const void *)k_vnni_q4k_scale_shuf[0]);
+    const __m512i shuf23 = _mm512_loadu_si512((const void *)k_vnni_q4k_scale_shuf[1]);
     __m512 acc = _mm512_setzero_ps();
     __m256 accm = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / LL_QK_K; b++) {
-        uint8_t sc[8], mn[8];
-        k4_scales_fast(w[b].scales, sc, mn);
-        float d = a[b].d * h2f(w[b].d), dmin = a[b].d * h2f(w[b].dmin);
-        __m128i m8 = _mm_loadl_epi64((const __m128i *)mn);
-        __m256i m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
-        __m256i pm = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[b].bsums), m16);
-        accm = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(pm), accm);
-        /* scale per int32 lane: chunk pair (c, c+1) in one zmm: lanes 0-7 = lo nibbles of chunk
-         * c (sub-block 2c), we arrange [lo_c | lo_c+1] and [hi_c | hi_c+1] */
-        __m512i si = _mm512_setzero_si512();
-        for (int c = 0; c < 4; c += 2) {
-            __m512i q = _mm512_loadu_si512((const void *)(w[b].qs + 32 * c)); /* chunks c, c+1 */
-            __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-            /* activations: [a(64c..+31) | a(64(c+1)..+31)] and [a(64c+32..) | a(64(c+1)+32..)] */
-            __m512i alo = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(a[b].qs + 64 * c))),
-                                             _mm256_loadu_si256((const __m256i *)(a[b].qs + 64 * c + 64)), 1);
-            __m512i ahi = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)(a[b].qs + 64 * c + 32))),
-                                             _mm256_loadu_si256((const __m256i *)(a[b].qs + 64 * c + 96)), 1);
-            __m512i plo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo, alo);
-            __m512i phi = _mm512_dpbusd_epi32(_mm512_setzero_si512(), hi, ahi);
-            __m512i slo = _mm512_inserti64x4(_mm512_set1_epi32(sc[2 * c]), _mm256_set1_epi32(sc[2 * c + 2]), 1);
-            __m512i shi = _mm512_inserti64x4(_mm512_set1_epi32(sc[2 * c + 1]), _mm256_set1_epi32(sc[2 * c + 3]), 1);
-            si = _mm512_add_epi32(si, _mm512_add_epi32(_mm512_mullo_epi32(plo, slo), _mm512_mullo_epi32(phi, shi)));
+        _mm_prefetch((const char *)&w[b] + PREFETCH_AHEAD, _MM_HINT_T0);
+        _mm_prefetch((const char *)&w[b] + PREFETCH_AHEAD + 64, _MM_HINT_T0);
+        _mm_prefetch((const char *)&w[b] + PREFETCH_AHEAD + 128, _MM_HINT_T0);
+        __m256i sc, mn2;
+        k4_scale_vecs(w[b].scales, &sc, &mn2);
+        float da = a[b].d;
+        __m256i pm = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[b].bsums), mn2);
+        accm = _mm256_fmadd_ps(_mm256_set1_ps(da * h2f(w[b].dmin)), _mm256_cvtepi32_ps(pm), accm);
+        __m512i p[4];
+        for (int c = 0; c < 4; c++) {
+            __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * c)));
+            v = _mm512_and_si512(_mm512_mask_srli_epi16(v, (__mmask32)0xffff0000u, v, 4), m4);
+            p[c] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v, _mm512_loadu_si512((const void *)(a[b].qs + 64 * c)));
         }
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(si), acc);
+        __m512i sc512 = _mm512_broadcast_i32x4(_mm256_castsi256_si128(sc));
+        __m512i s01 = _mm512_madd_epi16(_mm512_packs_epi32(p[0], p[1]), _mm512_shuffle_epi8(sc512, shuf01));
+        __m512i s23 = _mm512_madd_epi16(_mm512_packs_epi32(p[2], p[3]), _mm512_shuffle_epi8(sc512, shuf23));
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(da * h2f(w[b].d)), _mm512_cvtepi32_ps(_mm512_add_epi32(s01, s23)), acc);
     }
     return _mm512_reduce_add_ps(acc) - hsum_ps(accm);
 }
