@@ -592,6 +592,8 @@ static ll_status load_gguf_layer(lctx *c, int il) {
     LL_TRY(get_mat(c, nm, E, H, &L->router));
     LL_TRY(alloc_experts(c, L, E));
     mstack g, u, d;
+    /* fused variant: ne {n_embd, 2*n_ff, n_expert} (llama-model.cpp create_tensor_gate_up_exps),
+     * i.e. [E, 2FF, H] with the gate rows first, as in HF's gate_up_proj */
     NAME(nm, "blk.%d.ffn_gate_up_exps.weight", il);
     int fused = lookup_index(c, nm) >= 0;
     if (fused) LL_TRY(get_stack(c, nm, E, 2 * FF, H, &g, 1, NULL));
