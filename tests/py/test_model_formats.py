@@ -38,7 +38,7 @@ def tiled(x, hk, r, d, axis=0):
     return np.ascontiguousarray(np.moveaxis(x, 0, axis))
 
 
-def write_gguf(path, quant_experts):
+def write_gguf(path, quant_experts, fused=False):
     fx = shared() / "fixtures" / "tiny"
     t = load_file(str(fx / "model.safetensors"))
     H, L, HK, HV, DV, K, E, FF = 128, 4, 2, 4, 32, 4, 8, 64
@@ -97,8 +97,11 @@ def write_gguf(path, quant_experts):
         m = lp + "mlp."
         add(b + "ffn_gate_inp.weight", t[m + "gate.weight"])
         gu = t[m + "experts.gate_up_proj"]
-        add(b + "ffn_gate_exps.weight", gu[:, :FF], quant_experts)
-        add(b + "ffn_up_exps.weight", gu[:, FF:], quant_experts)
+        if fused:  # ne {n_embd, 2*n_ff, n_expert}, gate rows first
+            add(b + "ffn_gate_up_exps.weight", gu, quant_experts)
+        else:
+            add(b + "ffn_gate_exps.weight", gu[:, :FF], quant_experts)
+            add(b + "ffn_up_exps.weight", gu[:, FF:], quant_experts)
         add(b + "ffn_down_exps.weight", t[m + "experts.down_proj"], quant_experts)
         add(b + "ffn_gate_inp_shexp.weight", t[m + "shared_expert_gate.weight"][0])
         add(b + "ffn_gate_shexp.weight", t[m + "shared_expert.gate_proj.weight"])
@@ -126,10 +129,10 @@ def test_info_error():
     assert "/nonexistent/model" in r.stderr
 
 
-@pytest.mark.parametrize("quant", [False, True])
-def test_gguf_from_python_writer(tmp_path, quant):
+@pytest.mark.parametrize("quant,fused", [(False, False), (True, False), (True, True)])
+def test_gguf_from_python_writer(tmp_path, quant, fused):
     path = tmp_path / "tiny.gguf"
-    write_gguf(path, quant)
+    write_gguf(path, quant, fused)
     r = info(path)
     assert r.returncode == 0, r.stderr
     out = r.stdout
