@@ -790,6 +790,17 @@ static void test_gguf_round_trip(void **state) {
         for (int i = 0; i < DV; i++) assert_true(a->gdn_norm[i] == g2->gdn_norm[i]);
     }
     qwen_model_free(gm);
+    /* allocation failures while loading the GGUF: clean errors, nothing leaked */
+    size_t before = ll_alloc_used();
+    for (long n = 0;; n++) {
+        ll_alloc_fail_after(n);
+        ll_status st = qwen_model_load(path, &gm);
+        ll_alloc_fail_after(-1);
+        if (st == LL_OK) { qwen_model_free(gm); break; }
+        assert_null(gm);
+        assert_int_equal(ll_alloc_used(), before);
+    }
+    assert_int_equal(ll_alloc_used(), before);
     st_close(&src);
     qwen_model_free(hf);
     tu_rmdir(dir);
@@ -817,11 +828,35 @@ static void test_gguf_bad_model(void **state) {
     tu_rmdir(dir);
 }
 
+/* Every allocation failure during a load is a clean LL_ERR_OOM (or IO/FORMAT from a helper
+ * that reports it that way) with nothing leaked. */
+static void test_alloc_failures(void **state) {
+    (void)state;
+    const char *dir = tu_shared_path("fixtures/tiny");
+    size_t before = ll_alloc_used();
+    int ok = 0;
+    for (long n = 0; n < 10000 && !ok; n++) {
+        ll_alloc_fail_after(n);
+        qwen_model *m = (qwen_model *)1;
+        ll_status st = qwen_model_load(dir, &m);
+        ll_alloc_fail_after(-1);
+        if (st == LL_OK) {
+            ok = 1;
+            qwen_model_free(m);
+        } else {
+            assert_null(m);
+            assert_true(strlen(ll_errmsg()) > 0);
+        }
+        assert_int_equal(ll_alloc_used(), before);
+    }
+    assert_true(ok);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tiny),           cmocka_unit_test(test_small_sharded_bf16), cmocka_unit_test(test_per_expert_flat_names),
         cmocka_unit_test(test_bad_checkpoints), cmocka_unit_test(test_mlx),               cmocka_unit_test(test_gguf_round_trip),
-        cmocka_unit_test(test_gguf_bad_model),
+        cmocka_unit_test(test_gguf_bad_model), cmocka_unit_test(test_alloc_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

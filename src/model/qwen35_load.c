@@ -23,7 +23,7 @@
  *    `_LinearAttentionVReorderBase`: V heads reordered from grouped to tiled order, so
  *    gdn_v_tiled = 1).
  */
-#include <dirent.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -592,6 +592,8 @@ static ll_status load_gguf_layer(lctx *c, int il) {
     LL_TRY(get_mat(c, nm, E, H, &L->router));
     LL_TRY(alloc_experts(c, L, E));
     mstack g, u, d;
+    /* fused variant: ne {n_embd, 2*n_ff, n_expert} (llama-model.cpp create_tensor_gate_up_exps),
+     * i.e. [E, 2FF, H] with the gate rows first, as in HF's gate_up_proj */
     NAME(nm, "blk.%d.ffn_gate_up_exps.weight", il);
     int fused = lookup_index(c, nm) >= 0;
     if (fused) LL_TRY(get_stack(c, nm, E, 2 * FF, H, &g, 1, NULL));
@@ -676,11 +678,6 @@ static size_t model_weight_bytes(const qwen_model *m) {
     return n;
 }
 
-static int path_is_dir(const char *p) {
-    struct stat sb;
-    return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
-}
-
 static int file_is_gguf(const char *p) {
     FILE *fp = fopen(p, "rb");
     if (!fp) return 0;
@@ -718,7 +715,12 @@ ll_status qwen_model_load(const char *path, qwen_model **out) {
     }
     qwen_model_file *f = m->file;
     c.f = f;
-    int dir = path_is_dir(path);
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        st = ll_err(LL_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        goto done;
+    }
+    int dir = S_ISDIR(sb.st_mode);
     if (!dir && file_is_gguf(path)) {
         f->kind = QWEN_FILE_GGUF;
         if ((st = gguf_open(&f->gguf, path)) != LL_OK) goto done;
