@@ -16,7 +16,9 @@ CFLAGS  := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -Wshadow -Wno-unu
            -fno-strict-aliasing -pthread -MMD -MP -Iinclude -Isrc $(shell pkg-config --cflags libcjson libpcre2-8 2>/dev/null)
 LDLIBS  := -lcjson -lpcre2-8 -lutf8proc -lmicrohttpd -lcurl -lm -lpthread
 ifeq ($(SAN),1)
-CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -O1
+# -O1 changes gcc's value-range analysis and makes -Wformat-truncation report paths the -O2 build
+# proves impossible; the sanitizers themselves catch real overflows in this build.
+CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -O1 -Wno-format-truncation
 LDFLAGS += -fsanitize=address,undefined
 endif
 
