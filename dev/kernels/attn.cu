@@ -25,7 +25,7 @@ int main() {
     CK(cudaMemcpy(dk, K.data(), kvn * 2, cudaMemcpyHostToDevice)); CK(cudaMemcpy(dv, V.data(), kvn * 2, cudaMemcpyHostToDevice));
     CK(cudaMalloc(&dq, q.size() * 4)); CK(cudaMalloc(&dqg, qg.size() * 4));
     CK(cudaMemcpy(dq, q.data(), q.size() * 4, cudaMemcpyHostToDevice)); CK(cudaMemcpy(dqg, qg.data(), qg.size() * 4, cudaMemcpyHostToDevice));
-    int CH = 128, maxs = NCTX / CH;
+    int CH = 64, maxs = NCTX / CH;
     CK(cudaMalloc(&dpo, (size_t)maxs * NH * HD * 4)); CK(cudaMalloc(&dpml, (size_t)maxs * NH * 2 * 4));
     CK(cudaMalloc(&dout, NH * HD * 4)); CK(cudaMalloc(&dpos, 4));
     int ctxs[3] = {4096, 32768, 131072};
@@ -37,7 +37,7 @@ int main() {
         int splits = (n + CH - 1) / CH;
         auto launch = [&](int) {
             k_attn_decode<<<dim3(NKV, splits), 256, smem>>>(a);
-            k_attn_combine<<<NH, HD>>>(a);
+            k_attn_combine<<<NH, ATT_COMB_THREADS>>>(a);
         };
         launch(0);
         CK(cudaDeviceSynchronize());

@@ -90,7 +90,8 @@ int main() {
            re < 1e-4 && reS < 1e-4 ? "OK  " : "FAIL", re, reS, ms * 1e3, bytes / (ms * 1e-3) / 1e9);
     /* prefill of T tokens must equal the T decode steps */
     reset();
-    k_gdn_conv<<<(CD + 255) / 256, 256>>>(d_raw, CD, d_c, d_cw, d_ring, d_pos, T, CD);
+    k_gdn_conv<<<dim3((CD + 255) / 256, T), 256>>>(d_raw, CD, d_c, d_cw, d_ring, d_pos, T, CD);
+    k_gdn_ring<<<(CD + 255) / 256, 256>>>(d_raw, CD, d_ring, d_pos, T, CD);
     gdn_args gp = {d_c, d_b, d_a, HV, d_cw, d_ring, d_S, d_dtb, d_sa, d_o, d_pos, T, HK, HV, DV, 0};
     k_gdn_step<128, false><<<dim3(HV, DV / 32), 128>>>(gp);
     CK(cudaDeviceSynchronize());
@@ -101,7 +102,7 @@ int main() {
     printf("gdn prefill (conv+scan), T=%d  %s  o rel.err %.2e  S rel.err %.2e\n", T, re < 1e-4 && reS < 1e-4 ? "OK  " : "FAIL", re, reS);
     gp.T = TP;
     ms = lab_time_ms([&](int) {
-        k_gdn_conv<<<(CD + 255) / 256, 256>>>(d_raw, CD, d_c, d_cw, d_ring, d_pos, TP, CD);
+        k_gdn_conv<<<dim3((CD + 255) / 256, TP), 256>>>(d_raw, CD, d_c, d_cw, d_ring, d_pos, TP, CD);
         k_gdn_step<128, false><<<dim3(HV, DV / 32), 128>>>(gp);
     }, 10);
     printf("gdn prefill T=%d: %.3f ms per layer  (%.0f tokens/s per layer; x30 layers: %.1f ms)\n", TP, ms, TP / (ms * 1e-3), 30 * ms);

@@ -3,7 +3,9 @@
  *   v0  naive: one thread per row, fp32 dequant (gmat_dequant16) x fp32 activation
  *   v1  backend k_gemv, plain prologue: activation quantized to q8 per 32 in shared memory,
  *       lanes-per-row groups, 16-byte loads of the repacked nibbles, dp4a
- *   v2  backend k_gemv with the RMSNorm prologue (how decode uses it)
+ *   v2  backend k_gemv with the RMSNorm prologue
+ *   v3  backend k_gemv_pf (what decode uses): one wave of blocks, each warp's first row loaded
+ *       before the RMSNorm/quantize prologue and row i+1 loaded while row i is computed
  * Reference: fp64 dot of the host-dequantized rows with x. Reports median time and GB/s of weight
  * bytes; copies of the matrix are rotated so that the L2 (60 MB) does not serve repeats.
  */
@@ -42,22 +44,30 @@ static void run_case(const char *name, int type, int rows, int cols, double peak
     CK(cudaMemcpy(dg, ones.data(), cols * 4, cudaMemcpyHostToDevice));
     int nsm; CK(cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, 0));
     CK(cudaFuncSetAttribute(k_gemv, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024));
-    for (int v = 0; v <= 2; v++) {
+    for (int v = 0; v <= 3; v++) {
         auto launch = [&](int i) {
             const gmat &w = W[i % copies];
             if (v == 0) { gemv_v0<<<(rows + 127) / 128, 128>>>(w, dx, dy); return; }
             gemv_args a = {};
             a.seg[0].W = w; a.seg[0].y = dy; a.nseg = 1; a.total_rows = rows;
-            a.pro = v == 2 ? PRO_RMSNORM : PRO_PLAIN; a.x = dx; a.K = cols; a.g = dg; a.eps = 1e-6f;
+            a.pro = v >= 2 ? PRO_RMSNORM : PRO_PLAIN; a.x = dx; a.K = cols; a.g = dg; a.eps = 1e-6f;
             int rpw = 32 / gemv_lanes(cols), need = (rows + 16 * rpw - 1) / (16 * rpw);
-            k_gemv<<<std::min(need, nsm * 4), GEMV_THREADS, qact_smem_bytes(cols)>>>(a);
+            if (v < 3) { k_gemv<<<std::min(need, nsm * 4), GEMV_THREADS, qact_smem_bytes(cols)>>>(a); return; }
+            int nu = cols / 32 / gemv_lanes(cols);
+            auto go = [&](auto kern) {
+                int occ = 0;
+                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, GEMV_THREADS, qact_smem_bytes(cols));
+                kern<<<std::min(need, nsm * std::max(occ, 1)), GEMV_THREADS, qact_smem_bytes(cols)>>>(a);
+            };
+            if (type == GT_Q4_K) { if (nu <= 2) go(k_gemv_pf<GT_Q4_K, 2>); else go(k_gemv_pf<GT_Q4_K, 4>); }
+            else { if (nu <= 2) go(k_gemv_pf<GT_Q6_K, 2>); else go(k_gemv_pf<GT_Q6_K, 4>); }
         };
         CK(cudaMemset(dy, 0xff, rows * 4)); /* poison */
         launch(0);
         CK(cudaDeviceSynchronize());
         CK(cudaMemcpy(y.data(), dy, rows * 4, cudaMemcpyDeviceToHost));
         double ma, re;
-        if (v == 2) { /* rmsnorm with unit gain: ref scales by 1/rms(x) */
+        if (v >= 2) { /* rmsnorm with unit gain: ref scales by 1/rms(x) */
             double ss = 0; for (float t : x) ss += (double)t * t;
             float s = (float)(1.0 / sqrt(ss / cols + 1e-6));
             std::vector<float> yr(rows); for (int r = 0; r < rows; r++) yr[r] = yref[r] * s;

@@ -172,7 +172,8 @@ static void test_lazy_equal(const char *preset) {
         if (!be) break;
         ll_seq *s;
         be->v->seq_new(be, 64, &s);
-        be->v->forward(be, s, tok, n, LL_LOGITS_LAST, k ? lb : la);
+        /* token by token: the decode path is deterministic (prefill's MoE scatter uses atomics) */
+        for (int i = 0; i < n; i++) be->v->forward(be, s, tok + i, 1, LL_LOGITS_LAST, k ? lb : la);
         be->v->seq_free(be, s);
         ll_backend_free(be);
     }
@@ -255,7 +256,7 @@ int main(int argc, char **argv) {
     test_lazy_equal("tiny");
     test_long("tiny", quick ? 5000 : 33000, 4096);
     if (!quick) {
-        test_vs_ref("qwen3.6-35b-a3b-L4", 5, 2, 3);
+        test_vs_ref("qwen3.6-35b-a3b-L4", 4, 3, 2);
         test_lazy_equal("qwen3.6-35b-a3b-L4");
     }
     printf("# %d tests, %d failed\n", g_n, g_fail);

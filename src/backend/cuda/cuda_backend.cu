@@ -30,6 +30,7 @@ extern "C" {
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "k_attn.cuh"
 #include "k_gdn.cuh"
@@ -94,6 +95,8 @@ struct cu_backend {
     dlayer L[QWEN_MAX_LAYERS];
     int n_gdn, n_attn;
     double weight_bytes, decode_bytes;
+    double moe_gu_bytes, moe_d_bytes;     /* per-layer bytes, for the profile */
+    int no_prefetch;                      /* LILAC_CUDA_NO_PREFETCH=1: the plain GEMV/MoE kernels */
     size_t alloc_bytes, mem_peak;
     void **allocs; size_t n_allocs, cap_allocs;
     /* decode scratch */
@@ -366,16 +369,61 @@ static void prof_end(cu_backend *b, const char *name, double bytes, double flops
     }
 }
 
+/* Calls fn<type, NU>(...) with NU the smallest of 1, 2, 4 that holds nu units per lane. */
+#define GT_NU_CASE(T, nu, fn, ...)                                                          \
+    do {                                                                                    \
+        if ((nu) <= 1) fn<T, 1>(__VA_ARGS__);                                               \
+        else if ((nu) <= 2) fn<T, 2>(__VA_ARGS__);                                          \
+        else fn<T, 4>(__VA_ARGS__);                                                         \
+    } while (0)
+#define GT_NU_DISPATCH(t, nu, fn, ...)                                                      \
+    switch (t) {                                                                            \
+    case GT_Q4_K: GT_NU_CASE(GT_Q4_K, nu, fn, __VA_ARGS__); break;                          \
+    case GT_Q6_K: GT_NU_CASE(GT_Q6_K, nu, fn, __VA_ARGS__); break;                          \
+    case GT_Q8_0: GT_NU_CASE(GT_Q8_0, nu, fn, __VA_ARGS__); break;                          \
+    default: GT_NU_CASE(GT_BF16, nu, fn, __VA_ARGS__); break;                               \
+    }
+
+template <int WT, int NU> static void gemv_pf_launch(cu_backend *b, const gemv_args &a, size_t smem) {
+    int occ = 0;
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_gemv_pf<WT, NU>, GEMV_THREADS, smem);
+    if (occ < 1) occ = 1;
+    int rpw = 32 / gemv_lanes(a.K);
+    int need = (a.total_rows + (GEMV_THREADS / 32) * rpw - 1) / ((GEMV_THREADS / 32) * rpw);
+    int grid = need < b->nsm * occ ? need : b->nsm * occ;
+    k_gemv_pf<WT, NU><<<grid, GEMV_THREADS, smem, b->st>>>(a);
+}
+
 static void launch_gemv(cu_backend *b, gemv_args &a, const char *name) {
     a.total_rows = 0;
     double bytes = 0;
     for (int i = 0; i < a.nseg; i++) { a.total_rows += a.seg[i].W.rows; bytes += gmat_bytes(a.seg[i].W); }
-    int rpw = 32 / gemv_lanes(a.K);
-    int need = (a.total_rows + (GEMV_THREADS / 32) * rpw - 1) / ((GEMV_THREADS / 32) * rpw);
-    int grid = need < b->nsm * 4 ? need : b->nsm * 4;
+    size_t smem = qact_smem_bytes(a.K);
+    int nu = (a.K >> 5) / gemv_lanes(a.K);
     prof_begin(b);
-    k_gemv<<<grid, GEMV_THREADS, qact_smem_bytes(a.K), b->st>>>(a);
+    if (nu <= RR_NU_MAX && !b->no_prefetch) {
+        GT_NU_DISPATCH(a.seg[0].W.type, nu, gemv_pf_launch, b, a, smem);
+    } else {
+        int rpw = 32 / gemv_lanes(a.K);
+        int need = (a.total_rows + (GEMV_THREADS / 32) * rpw - 1) / ((GEMV_THREADS / 32) * rpw);
+        int grid = need < b->nsm * 4 ? need : b->nsm * 4;
+        k_gemv<<<grid, GEMV_THREADS, smem, b->st>>>(a);
+    }
     prof_end(b, name, bytes, 2.0 * bytes);
+}
+
+template <int WT, int NU> static void moe_gu_launch(cu_backend *b, const moe_args &ma) {
+    int occ = 0;
+    size_t sm1 = qact_smem_bytes(ma.H);
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_moe_gateup_pf<WT, NU>, GEMV_THREADS, sm1);
+    if (occ < 1) occ = 1;
+    int kf = ma.k * ma.FF + ma.FS, rpw = 32 / gemv_lanes(ma.H);
+    int need = (kf + 16 * rpw - 1) / (16 * rpw);
+    int grid = need < b->nsm * occ ? need : b->nsm * occ;
+    k_moe_gateup_pf<WT, NU><<<grid, GEMV_THREADS, sm1, b->st>>>(ma);
+}
+template <int WT, int NU> static void moe_down_launch(cu_backend *b, const moe_args &ma) {
+    k_moe_down_pf<WT, NU><<<(ma.H + 7) / 8, MOE_DOWN_THREADS, qact_smem_bytes(ma.k * ma.FF + ma.FS), b->st>>>(ma);
 }
 
 static gemv_args gemv_make(int pro, const float *x, int K, const float *g, float eps) {
@@ -428,7 +476,7 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
             size_t smem = (size_t)(NH / NKV) * (HD + s->CH) * 4;
             prof_begin(b);
             k_attn_decode<<<dim3(NKV, s->max_splits), 256, smem, b->st>>>(da);
-            k_attn_combine<<<NH, HD, 0, b->st>>>(da);
+            k_attn_combine<<<NH, ATT_COMB_THREADS, 0, b->st>>>(da);
             prof_end(b, "attn.decode", (double)(s->pos + 1) * NKV * HD * 4, 0);
             gemv_args o = gemv_make(PRO_PLAIN, b->att, NH * HD, NULL, eps);
             gemv_add(o, L.wo, b->x, EPI_ADD);
@@ -461,16 +509,28 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
         moe_args ma = {b->x, L.ffn_norm, eps, H, E, hp.n_expert_used, hp.n_ff_exp, hp.n_ff_shexp, b->rl,
                        L.egate, L.eup, L.edown, L.sgate, L.sup, L.sdown, b->h, b->x, NULL, NULL};
         int kf = hp.n_expert_used * hp.n_ff_exp + hp.n_ff_shexp;
-        int rpw = 32 / gemv_lanes(H);
-        int need = (kf + 16 * rpw - 1) / (16 * rpw);
-        double eb = (gmat_bytes(L.egate) / E) * hp.n_expert_used + (hp.n_ff_shexp ? gmat_bytes(L.sgate) : 0);
-        prof_begin(b);
-        k_moe_gateup<<<need, GEMV_THREADS, qact_smem_bytes(H), b->st>>>(ma);
-        prof_end(b, "moe.gateup", 2 * eb, 4 * eb);
-        double db = (gmat_bytes(L.edown) / E) * hp.n_expert_used + (hp.n_ff_shexp ? gmat_bytes(L.sdown) : 0);
-        prof_begin(b);
-        k_moe_down<<<(H + 7) / 8, 256, qact_smem_bytes(kf), b->st>>>(ma);
-        prof_end(b, "moe.down", db, 2 * db);
+        b->moe_gu_bytes = 2 * ((gmat_bytes(L.egate) / E) * hp.n_expert_used + (hp.n_ff_shexp ? gmat_bytes(L.sgate) : 0));
+        b->moe_d_bytes = (gmat_bytes(L.edown) / E) * hp.n_expert_used + (hp.n_ff_shexp ? gmat_bytes(L.sdown) : 0);
+        int nu_gu = (H >> 5) / gemv_lanes(H), nu_d = (hp.n_ff_exp >> 5) / gemv_lanes(hp.n_ff_exp);
+        int rounds = (hp.n_expert_used + 1 + 32 / gemv_lanes(hp.n_ff_exp) - 1) / (32 / gemv_lanes(hp.n_ff_exp));
+        bool pf = !b->no_prefetch && nu_gu <= RR_NU_MAX && nu_d == 1 && rounds <= MOE_DOWN_IT && L.egate.type == L.eup.type;
+        if (pf) {
+            prof_begin(b);
+            GT_NU_DISPATCH(L.egate.type, nu_gu, moe_gu_launch, b, ma);
+            prof_end(b, "moe.gateup", b->moe_gu_bytes, 2 * b->moe_gu_bytes);
+            prof_begin(b);
+            GT_NU_DISPATCH(L.edown.type, 1, moe_down_launch, b, ma);
+            prof_end(b, "moe.down", b->moe_d_bytes, 2 * b->moe_d_bytes);
+        } else {
+            int rpw = 32 / gemv_lanes(H);
+            int need = (kf + 16 * rpw - 1) / (16 * rpw);
+            prof_begin(b);
+            k_moe_gateup<<<need, GEMV_THREADS, qact_smem_bytes(H), b->st>>>(ma);
+            prof_end(b, "moe.gateup", b->moe_gu_bytes, 2 * b->moe_gu_bytes);
+            prof_begin(b);
+            k_moe_down<<<(H + 7) / 8, 256, qact_smem_bytes(kf), b->st>>>(ma);
+            prof_end(b, "moe.down", b->moe_d_bytes, 2 * b->moe_d_bytes);
+        }
     }
     gemv_args f = gemv_make(PRO_RMSNORM, b->x, H, b->out_norm, eps);
     gemv_add(f, b->lm_head, b->logits, EPI_STORE);
@@ -527,7 +587,8 @@ static void prefill_chunk(cu_backend *b, cu_seq *s, int T, int want_last_logits)
             launch_gemm(b, b->Xb, H, L.wa, T, GM_STORE, Av, HV, "p.gdn.a_gemm");
             float *ring = s->ring + (size_t)L.gdn_idx * 4 * CD;
             prof_begin(b);
-            k_gdn_conv<<<(CD + 255) / 256, 256, 0, b->st>>>(QKV, CD, QKVc, L.conv, ring, s->d_pos, T, CD);
+            k_gdn_conv<<<dim3((CD + 255) / 256, T), 256, 0, b->st>>>(QKV, CD, QKVc, L.conv, ring, s->d_pos, T, CD);
+            k_gdn_ring<<<(CD + 255) / 256, 256, 0, b->st>>>(QKV, CD, ring, s->d_pos, T, CD);
             prof_end(b, "p.gdn.conv", 0, 0);
             gdn_args g = {QKVc, Bv, Av, HV, L.conv, ring, s->S + (size_t)L.gdn_idx * HV * DK * DV, L.dt_bias, L.ssm_a,
                           O, s->d_pos, T, HK, HV, DV, hp.gdn_v_tiled};
@@ -645,7 +706,8 @@ static ll_status cu_seq_new(ll_backend *be, int32_t n_ctx, ll_seq **out) {
     cu_seq *s = (cu_seq *)ll_calloc(1, sizeof(cu_seq));
     if (!s) return ll_err(LL_ERR_OOM, "cuda: out of host memory");
     s->n_ctx = n_ctx;
-    s->CH = n_ctx <= 65536 ? 64 : 128;
+    s->CH = n_ctx <= 131072 ? 64 : 128; /* splits <= ATT_COMB_MAXS for n_ctx <= 262144 */
+    if ((n_ctx + s->CH - 1) / s->CH > ATT_COMB_MAXS) s->CH = (n_ctx + ATT_COMB_MAXS - 1) / ATT_COMB_MAXS;
     s->max_splits = (n_ctx + s->CH - 1) / s->CH;
     int CD = qwen_gdn_conv_dim(&hp);
     size_t kvb = (size_t)b->n_attn * 2 * hp.n_head_kv * n_ctx * hp.head_dim * 2;
@@ -977,6 +1039,7 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     b->dev = params ? params->device : 0;
     if (b->dev < 0 || b->dev >= n) { ll_free(b); return ll_err(LL_ERR_INVALID, "cuda: device %d of %d", b->dev, n); }
     b->TB = params && params->max_batch > 0 ? params->max_batch : 2048;
+    b->no_prefetch = getenv("LILAC_CUDA_NO_PREFETCH") && atoi(getenv("LILAC_CUDA_NO_PREFETCH"));
     ll_status st = cu_init(b);
     if (st != LL_OK) {
         char msg[1024];

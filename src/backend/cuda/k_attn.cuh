@@ -8,7 +8,7 @@
  *     G = NH/NKV query heads that share the kv head, so each K/V row is read once. Partial results
  *     (o, running max m, sum l) per split; blocks past the current length exit at once, so the
  *     launch shape is fixed per sequence (graph-capturable). grid (NKV, max_splits), block 256.
- *   k_attn_combine: merges the splits and applies the output gate sigmoid(gate). grid NH, block HD.
+ *   k_attn_combine: merges the splits and applies the output gate sigmoid(gate). grid NH, block 1024.
  *   k_flash_prefill: causal flash attention over the chunk with bf16 tensor cores (WMMA): block =
  *     (64 queries, head); S = Q K^T and O += P V on tensor cores, online softmax in fp32, O in shared
  *     memory. grid (ceil(T/64), NH), block 256.
@@ -22,6 +22,17 @@
 #include "cu_common.cuh"
 
 #define ATT_MAX_G 16
+
+/* Block-wide sum (red: 32 floats); every thread gets the total. */
+__device__ __forceinline__ float block_sum_f(float v, float *red) {
+    v = warp_sum(v);
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float t = 0.0f;
+    for (int i = 0; i < (int)(blockDim.x >> 5); i++) t += red[i];
+    return t;
+}
 
 struct attn_prep_args {
     const float *qg; int ldqg;    /* [T][NH*2*HD] per head: q (HD) then gate (HD) */
@@ -156,18 +167,42 @@ __global__ void __launch_bounds__(256) k_attn_decode(const attn_dec_args a) {
     }
 }
 
-__global__ void k_attn_combine(const attn_dec_args a) {
-    int h = blockIdx.x, d = threadIdx.x, HD = a.HD;
+/* grid NH, block 1024 = HD dims x (1024 / HD) split groups; the per-split weights exp(m_s - M)
+ * are computed once into shared memory, and each thread sums its group's splits (loads in flight
+ * in parallel instead of one latency per split). */
+#define ATT_COMB_THREADS 1024
+#define ATT_COMB_MAXS 4096
+__global__ void __launch_bounds__(ATT_COMB_THREADS) k_attn_combine(const attn_dec_args a) {
+    __shared__ float ws[ATT_COMB_MAXS];
+    __shared__ float red[32];
+    __shared__ float part[ATT_COMB_THREADS];
+    int h = blockIdx.x, HD = a.HD, tid = threadIdx.x;
     int n = *a.pos + 1, ns = (n + a.CH - 1) / a.CH;
+    float m = -INFINITY;
+    for (int s = tid; s < ns; s += blockDim.x) m = fmaxf(m, a.part_ml[((long)s * a.NH + h) * 2]);
+    m = warp_max(m);
+    if ((tid & 31) == 0) red[tid >> 5] = m;
+    __syncthreads();
     float M = -INFINITY;
-    for (int s = 0; s < ns; s++) M = fmaxf(M, a.part_ml[((long)s * a.NH + h) * 2]);
-    float num = 0.0f, den = 0.0f;
-    for (int s = 0; s < ns; s++) {
+    for (int i = 0; i < (int)(blockDim.x >> 5); i++) M = fmaxf(M, red[i]);
+    __syncthreads();
+    float den = 0.0f;
+    for (int s = tid; s < ns; s += blockDim.x) {
         float e = __expf(a.part_ml[((long)s * a.NH + h) * 2] - M);
-        num += e * a.part_o[((long)s * a.NH + h) * HD + d];
+        ws[s] = e;
         den += e * a.part_ml[((long)s * a.NH + h) * 2 + 1];
     }
-    a.out[h * HD + d] = num / den * sigmoid_f(a.qg[h * 2 * HD + HD + d]);
+    den = block_sum_f(den, red);
+    int groups = blockDim.x / HD, d = tid % HD, g = tid / HD;
+    float acc = 0.0f;
+#pragma unroll 8
+    for (int s = g; s < ns; s += groups) acc += ws[s] * a.part_o[((long)s * a.NH + h) * HD + d];
+    part[tid] = acc;
+    __syncthreads();
+    if (g == 0) {
+        for (int k = 1; k < groups; k++) acc += part[k * HD + d];
+        a.out[h * HD + d] = acc / den * sigmoid_f(a.qg[h * 2 * HD + HD + d]);
+    }
 }
 
 /* ---- prefill flash attention (WMMA bf16) */

@@ -10,7 +10,7 @@
  *     (slot = position & 3; each block reads slots of earlier positions and writes only the current
  *     slot of the channels it owns, so blocks never race), and S is read from / written to global.
  *     Prefill: the conv ran before (k_gdn_conv), the state stays in registers over the chunk.
- *   k_gdn_conv: prefill conv, one thread per channel walking the chunk's tokens; updates the ring.
+ *   k_gdn_conv / k_gdn_ring: prefill conv, one thread per (token, channel); then the ring update.
  *   k_gated_norm_rows: y = rmsnorm(o_h) * g * silu(z_h) per token and v-head, written as bf16 for the
  *     output projection GEMM (decode does this inside the GEMV prologue instead).
  * State layout: S[HV][DK][DV] fp32 (key row major, value column contiguous).
@@ -48,36 +48,81 @@ __global__ void __launch_bounds__(128) k_gdn_step(const gdn_args g) {
     float s[RPL];
 #pragma unroll
     for (int t = 0; t < RPL; t++) s[t] = Sp[(long)t * g.DV];
-    float dtb = g.dt_bias[h], sa = g.ssm_a[h];
+    float dtb = __ldg(g.dt_bias + h), sa = __ldg(g.ssm_a + h);
     int qch = kh * DK, kch = QK + kh * DK, vch = 2 * QK + h * g.DV + j;
     int T = DECODE ? 1 : g.T;
-    for (int t = 0; t < T; t++) {
-        float qv[KPL], kv[KPL], vj;
-        if (DECODE) {
-            int p = pos0, slot = p & 3;
-            bool own_qk = blockIdx.y == 0 && w == 0 && h == (g.tiled ? kh : kh * r);
-            auto conv = [&](int ch, bool own) {
-                float cur = g.qkv[ch];
-                float acc = g.conv_w[ch * 4 + 3] * cur;
+    /* inputs of token t (prefill: prefetched one token ahead, so the loads of t+1 overlap the
+     * recurrence of t) */
+    float nq[KPL], nk[KPL], nv = 0.0f, nb = 0.0f, na = 0.0f;
+    if (DECODE) {
+        /* every load first (no store can alias them), then the conv; ring slots of earlier
+         * positions are read, only slot pos & 3 of owned channels is written */
+        int p = pos0, slot = p & 3;
+        bool own_qk = blockIdx.y == 0 && w == 0 && h == (g.tiled ? kh : kh * r);
+        float cq[KPL], ck[KPL], hq[KPL][3], hk[KPL][3], wq[KPL][4], wk[KPL][4], hv[3], wv[4];
+        float cv = __ldg(g.qkv + vch);
 #pragma unroll
-                for (int jj = 0; jj < 3; jj++) {
-                    int pp = p - 3 + jj;
-                    if (pp >= 0) acc += g.conv_w[ch * 4 + jj] * g.ring[(long)(pp & 3) * CD + ch];
-                }
-                if (own) g.ring[(long)slot * CD + ch] = cur;
-                return silu_f(acc);
-            };
+        for (int i = 0; i < KPL; i++) {
+            int chq = qch + lane + 32 * i, chk = kch + lane + 32 * i;
+            cq[i] = __ldg(g.qkv + chq);
+            ck[i] = __ldg(g.qkv + chk);
+            float4 a4 = __ldg((const float4 *)(g.conv_w + chq * 4)), b4 = __ldg((const float4 *)(g.conv_w + chk * 4));
+            wq[i][0] = a4.x; wq[i][1] = a4.y; wq[i][2] = a4.z; wq[i][3] = a4.w;
+            wk[i][0] = b4.x; wk[i][1] = b4.y; wk[i][2] = b4.z; wk[i][3] = b4.w;
+#pragma unroll
+            for (int jj = 0; jj < 3; jj++) {
+                int pp = p - 3 + jj;
+                hq[i][jj] = pp >= 0 ? g.ring[(long)(pp & 3) * CD + chq] : 0.0f;
+                hk[i][jj] = pp >= 0 ? g.ring[(long)(pp & 3) * CD + chk] : 0.0f;
+            }
+        }
+        {
+            float4 v4 = __ldg((const float4 *)(g.conv_w + vch * 4));
+            wv[0] = v4.x; wv[1] = v4.y; wv[2] = v4.z; wv[3] = v4.w;
+#pragma unroll
+            for (int jj = 0; jj < 3; jj++) { int pp = p - 3 + jj; hv[jj] = pp >= 0 ? g.ring[(long)(pp & 3) * CD + vch] : 0.0f; }
+        }
+        nb = __ldg(g.b + h);
+        na = __ldg(g.a + h);
+#pragma unroll
+        for (int i = 0; i < KPL; i++) {
+            float aq = wq[i][3] * cq[i], ak = wk[i][3] * ck[i];
+#pragma unroll
+            for (int jj = 0; jj < 3; jj++) { aq += wq[i][jj] * hq[i][jj]; ak += wk[i][jj] * hk[i][jj]; }
+            nq[i] = silu_f(aq);
+            nk[i] = silu_f(ak);
+        }
+        float av = wv[3] * cv;
+#pragma unroll
+        for (int jj = 0; jj < 3; jj++) av += wv[jj] * hv[jj];
+        nv = silu_f(av);
+        if (own_qk) {
 #pragma unroll
             for (int i = 0; i < KPL; i++) {
-                qv[i] = conv(qch + lane + 32 * i, own_qk);
-                kv[i] = conv(kch + lane + 32 * i, own_qk);
+                g.ring[(long)slot * CD + qch + lane + 32 * i] = cq[i];
+                g.ring[(long)slot * CD + kch + lane + 32 * i] = ck[i];
             }
-            vj = conv(vch, rg == 0);
-        } else {
-            const float *row = g.qkv + (long)t * CD;
+        }
+        if (rg == 0) g.ring[(long)slot * CD + vch] = cv;
+    } else {
+        const float *row = g.qkv;
 #pragma unroll
-            for (int i = 0; i < KPL; i++) { qv[i] = row[qch + lane + 32 * i]; kv[i] = row[kch + lane + 32 * i]; }
-            vj = row[vch];
+        for (int i = 0; i < KPL; i++) { nq[i] = __ldg(row + qch + lane + 32 * i); nk[i] = __ldg(row + kch + lane + 32 * i); }
+        nv = __ldg(row + vch);
+        nb = __ldg(g.b + h);
+        na = __ldg(g.a + h);
+    }
+    for (int t = 0; t < T; t++) {
+        float qv[KPL], kv[KPL], vj = nv, bl = nb, al = na;
+#pragma unroll
+        for (int i = 0; i < KPL; i++) { qv[i] = nq[i]; kv[i] = nk[i]; }
+        if (!DECODE && t + 1 < T) {
+            const float *row = g.qkv + (long)(t + 1) * CD;
+#pragma unroll
+            for (int i = 0; i < KPL; i++) { nq[i] = __ldg(row + qch + lane + 32 * i); nk[i] = __ldg(row + kch + lane + 32 * i); }
+            nv = __ldg(row + vch);
+            nb = __ldg(g.b + (long)(t + 1) * g.ldab + h);
+            na = __ldg(g.a + (long)(t + 1) * g.ldab + h);
         }
         float sq = 0.0f, sk = 0.0f;
 #pragma unroll
@@ -88,8 +133,8 @@ __global__ void __launch_bounds__(128) k_gdn_step(const gdn_args g) {
 #pragma unroll
         for (int i = 0; i < KPL; i++) { qs[w][lane + 32 * i] = qv[i] * rq; ks[w][lane + 32 * i] = kv[i] * rk; }
         __syncwarp();
-        float beta = sigmoid_f(g.b[(long)t * g.ldab + h]);
-        float alpha = expf(sa * softplus_f(g.a[(long)t * g.ldab + h] + dtb));
+        float beta = sigmoid_f(bl);
+        float alpha = expf(sa * softplus_f(al + dtb));
         float u0 = 0.0f, u1 = 0.0f;
 #pragma unroll
         for (int i = 0; i < RPL; i += 2) {
@@ -116,26 +161,30 @@ __global__ void __launch_bounds__(128) k_gdn_step(const gdn_args g) {
     for (int t = 0; t < RPL; t++) Sp[(long)t * g.DV] = s[t];
 }
 
-/* Prefill causal conv + SiLU. in: raw [T][CD] (row stride ldin); out: [T][CD]. grid ceil(CD/256),
- * block 256. Updates ring slots of the chunk's last (up to 3) positions. */
-__global__ void k_gdn_conv(const float *in, int ldin, float *out, const float *conv_w, float *ring,
-                           const int *pos, int T, int CD) {
+/* Prefill causal conv + SiLU, one thread per (token, channel). in: raw [T][CD] (row stride ldin);
+ * out: [T][CD]. Inputs before the chunk come from the ring. grid (ceil(CD/256), T), block 256. */
+__global__ void k_gdn_conv(const float *__restrict__ in, int ldin, float *__restrict__ out, const float *__restrict__ conv_w,
+                           const float *__restrict__ ring, const int *pos, int T, int CD) {
+    int ch = blockIdx.x * blockDim.x + threadIdx.x, t = blockIdx.y;
+    if (ch >= CD) return;
+    int p0 = *pos;
+    float4 w = __ldg((const float4 *)(conv_w + ch * 4));
+    float x[4];
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        int tt = t - 3 + j;
+        if (tt >= 0) x[j] = __ldg(in + (long)tt * ldin + ch);
+        else x[j] = p0 + tt >= 0 ? __ldg(ring + (long)((p0 + tt) & 3) * CD + ch) : 0.0f;
+    }
+    out[(long)t * CD + ch] = silu_f(w.x * x[0] + w.y * x[1] + w.z * x[2] + w.w * x[3]);
+}
+
+/* After k_gdn_conv: the ring keeps the raw inputs of the chunk's last (up to 3) positions. */
+__global__ void k_gdn_ring(const float *in, int ldin, float *ring, const int *pos, int T, int CD) {
     int ch = blockIdx.x * blockDim.x + threadIdx.x;
     if (ch >= CD) return;
     int p0 = *pos;
-    float w0 = conv_w[ch * 4 + 0], w1 = conv_w[ch * 4 + 1], w2 = conv_w[ch * 4 + 2], w3 = conv_w[ch * 4 + 3];
-    float h1 = p0 - 3 >= 0 ? ring[(long)((p0 - 3) & 3) * CD + ch] : 0.0f;
-    float h2 = p0 - 2 >= 0 ? ring[(long)((p0 - 2) & 3) * CD + ch] : 0.0f;
-    float h3 = p0 - 1 >= 0 ? ring[(long)((p0 - 1) & 3) * CD + ch] : 0.0f;
-    for (int t = 0; t < T; t++) {
-        float cur = in[(long)t * ldin + ch];
-        out[(long)t * CD + ch] = silu_f(w0 * h1 + w1 * h2 + w2 * h3 + w3 * cur);
-        h1 = h2; h2 = h3; h3 = cur;
-    }
-    int pe = p0 + T; /* next position; h3 = raw(pe-1), h2 = raw(pe-2), h1 = raw(pe-3) */
-    if (pe - 1 >= p0) ring[(long)((pe - 1) & 3) * CD + ch] = h3;
-    if (pe - 2 >= p0) ring[(long)((pe - 2) & 3) * CD + ch] = h2;
-    if (pe - 3 >= p0) ring[(long)((pe - 3) & 3) * CD + ch] = h1;
+    for (int t = T - 3 < 0 ? 0 : T - 3; t < T; t++) ring[(long)((p0 + t) & 3) * CD + ch] = in[(long)t * ldin + ch];
 }
 
 /* y[t][h*hd + i] = bf16(rmsnorm(o_h) * g[i] * silu(z_h[i])). grid (T, HV), block 32. */

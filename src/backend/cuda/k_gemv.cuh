@@ -11,6 +11,7 @@
 #define LILAC_K_GEMV_CUH
 
 #include "cu_common.cuh"
+#include "k_rowregs.cuh"
 
 enum { PRO_PLAIN = 0, PRO_RMSNORM = 1, PRO_HEADNORM_GATED = 2 };
 enum { EPI_STORE = 0, EPI_ADD = 1 };
@@ -277,6 +278,177 @@ __global__ void __launch_bounds__(GEMV_THREADS) k_moe_down(const moe_args a) {
         acc = warp_sum(acc);
         if (lane == 0) a.out[r] += acc;
     }
+}
+
+/* ---- prefetching variants (the ones decode uses; see k_rowregs.cuh). WT is the weight type of the
+ * dominant segment; rows of other types take the generic path. Launched as one wave (grid = SMs x
+ * resident blocks), each warp walking rows with the next row's loads in flight. Needs
+ * K / 32 / gemv_lanes(K) <= NU (the register capacity in units per lane). */
+
+__device__ __forceinline__ void gemv_seg_of(const gemv_args &a, int r, int *s, int *lr) {
+    int i = 0;
+    while (i < a.nseg - 1 && r >= a.seg[i].W.rows) { r -= a.seg[i].W.rows; i++; }
+    *s = i;
+    *lr = r;
+}
+
+template <int WT, int NU>
+__global__ void __launch_bounds__(GEMV_THREADS) k_gemv_pf(const gemv_args a) {
+    extern __shared__ __align__(16) unsigned char sm[];
+    __shared__ float red[32];
+    __shared__ unsigned long long best_s[GEMV_THREADS / 32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    int lanes = gemv_lanes(a.K), rpw = 32 / lanes, sub = lane & (lanes - 1), grp = lane / lanes;
+    int nu = (a.K >> 5) / lanes;
+    int step = gridDim.x * nw * rpw;
+    int r0 = (blockIdx.x * nw + warp) * rpw;
+    rowregs<WT, NU> R;
+    int s = 0, lr = 0;
+    bool fast = false;
+    if (r0 + grp < a.total_rows) {
+        gemv_seg_of(a, r0 + grp, &s, &lr);
+        fast = a.seg[s].W.type == WT;
+        if (fast) R.load(a.seg[s].W, lr, sub, lanes, nu);
+    }
+    qact A;
+    gemv_prologue(a, sm, red, &A);
+    unsigned long long best = 0;
+    for (; r0 < a.total_rows; r0 += step) {
+        int r = r0 + grp;
+        bool ok = r < a.total_rows;
+        float v = 0.0f;
+        if (ok) v = fast ? R.dot(A, 0, sub, lanes, nu) : row_dot_part(a.seg[s].W, lr, A, 0, sub, lanes);
+        int cs = s, clr = lr;
+        if (r + step < a.total_rows) {
+            gemv_seg_of(a, r + step, &s, &lr);
+            fast = a.seg[s].W.type == WT;
+            if (fast) R.load(a.seg[s].W, lr, sub, lanes, nu);
+        }
+        v = group_sum(v, lanes);
+        if (ok && sub == 0) {
+            float *y = a.seg[cs].y + clr;
+            if (a.seg[cs].epi == EPI_ADD) *y += v; else *y = v;
+            if (a.argmax && cs == 0) { unsigned long long p = argmax_pack(v, clr); best = p > best ? p : best; }
+        }
+    }
+    if (a.argmax) {
+        for (int o = 16; o > 0; o >>= 1) {
+            unsigned long long t = __shfl_xor_sync(0xffffffffu, best, o);
+            best = t > best ? t : best;
+        }
+        if (lane == 0) best_s[warp] = best;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            unsigned long long b = 0;
+            for (int w = 0; w < nw; w++) b = best_s[w] > b ? best_s[w] : b;
+            atomicMax(a.argmax, b);
+        }
+    }
+}
+
+/* MoE gate/up with prefetch: every warp computes the top-k itself (no block barrier before the
+ * expert loads), loads its first gate/up rows, then joins the block's RMSNorm/quantize prologue.
+ * grid: one wave, block GEMV_THREADS, dynamic smem qact_smem_bytes(H). */
+template <int WT, int NU>
+__global__ void __launch_bounds__(GEMV_THREADS) k_moe_gateup_pf(const moe_args a) {
+    extern __shared__ __align__(16) unsigned char sm[];
+    __shared__ float red[32];
+    __shared__ int ids_w[GEMV_THREADS / 32][QK_MAX_TOPK];
+    __shared__ float wts_w[GEMV_THREADS / 32][QK_MAX_TOPK];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    topk_warp(a.logits, a.E, a.k, ids_w[warp], wts_w[warp]);
+    __syncwarp();
+    const int *ids = ids_w[warp];
+    if (blockIdx.x == 0 && warp == 0 && lane < a.k) {
+        if (a.ids_out) a.ids_out[lane] = ids[lane];
+        if (a.w_out) a.w_out[lane] = wts_w[0][lane];
+    }
+    int lanes = gemv_lanes(a.H), rpw = 32 / lanes, sub = lane & (lanes - 1), grp = lane / lanes;
+    int nu = (a.H >> 5) / lanes;
+    int total = a.k * a.FF + a.FS;
+    int step = gridDim.x * nw * rpw;
+    int r0 = (blockIdx.x * nw + warp) * rpw;
+    rowregs<WT, NU> G, U;
+    auto rowsel = [&](int r, const gmat **gw, const gmat **uw, long *row) {
+        if (r < a.k * a.FF) { *gw = &a.gate; *uw = &a.up; *row = (long)ids[r / a.FF] * a.FF + r % a.FF; }
+        else { *gw = &a.sgate; *uw = &a.sup; *row = r - a.k * a.FF; }
+    };
+    const gmat *gw = &a.gate, *uw = &a.up;
+    long row = 0;
+    bool fast = false;
+    if (r0 + grp < total) {
+        rowsel(r0 + grp, &gw, &uw, &row);
+        fast = gw->type == WT && uw->type == WT;
+        if (fast) { G.load(*gw, row, sub, lanes, nu); U.load(*uw, row, sub, lanes, nu); }
+    }
+    gemv_args pa = {};
+    pa.pro = PRO_RMSNORM; pa.x = a.x; pa.K = a.H; pa.g = a.g; pa.eps = a.eps;
+    qact A;
+    gemv_prologue(pa, sm, red, &A);
+    for (; r0 < total; r0 += step) {
+        int r = r0 + grp;
+        bool ok = r < total;
+        float gv = 0.0f, uv = 0.0f;
+        if (ok) {
+            if (fast) { gv = G.dot(A, 0, sub, lanes, nu); uv = U.dot(A, 0, sub, lanes, nu); }
+            else { gv = row_dot_part(*gw, row, A, 0, sub, lanes); uv = row_dot_part(*uw, row, A, 0, sub, lanes); }
+        }
+        if (r + step < total) {
+            rowsel(r + step, &gw, &uw, &row);
+            fast = gw->type == WT && uw->type == WT;
+            if (fast) { G.load(*gw, row, sub, lanes, nu); U.load(*uw, row, sub, lanes, nu); }
+        }
+        gv = group_sum(gv, lanes);
+        uv = group_sum(uv, lanes);
+        if (ok && sub == 0) a.h[r] = silu_f(gv) * uv;
+    }
+}
+
+#define MOE_DOWN_IT 5
+#define MOE_DOWN_THREADS 256
+
+/* MoE down with prefetch: a warp per output row; lanes = gemv_lanes(FF) lanes per slot, 32/lanes
+ * slots in parallel, at most MOE_DOWN_IT rounds (k + 1 <= MOE_DOWN_IT * 32 / lanes). The warp's
+ * top-k, then all its expert-row loads, then the block's quantization of h, then the dots.
+ * grid ceil(H / 8), block MOE_DOWN_THREADS, dynamic smem qact_smem_bytes(k*FF + FS). */
+template <int WT, int NU>
+__global__ void __launch_bounds__(MOE_DOWN_THREADS) k_moe_down_pf(const moe_args a) {
+    extern __shared__ __align__(16) unsigned char sm[];
+    __shared__ float red[32];
+    __shared__ int ids_w[MOE_DOWN_THREADS / 32][QK_MAX_TOPK];
+    __shared__ float wts_w[MOE_DOWN_THREADS / 32][QK_MAX_TOPK + 1];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    topk_warp(a.logits, a.E, a.k, ids_w[warp], wts_w[warp]);
+    if (lane == 0) wts_w[warp][a.k] = a.FS ? sigmoid_f(a.logits[a.E]) : 0.0f;
+    __syncwarp();
+    int lanes = gemv_lanes(a.FF), par = 32 / lanes, sub = lane & (lanes - 1), grp = lane / lanes;
+    int nu = (a.FF >> 5) / lanes;
+    int nslot = a.k + (a.FS ? 1 : 0);
+    int r = blockIdx.x * nw + warp;
+    rowregs<WT, NU> R[MOE_DOWN_IT];
+    bool sfast = a.FS && a.sdown.type == WT && a.FS == a.FF;
+    if (r < a.H) {
+#pragma unroll
+        for (int it = 0; it < MOE_DOWN_IT; it++) {
+            int s = grp + it * par;
+            if (s < a.k) R[it].load(a.down, (long)ids_w[warp][s] * a.H + r, sub, lanes, nu);
+            else if (s < nslot && sfast) R[it].load(a.sdown, r, sub, lanes, nu);
+        }
+    }
+    gemv_args pa = {};
+    pa.pro = PRO_PLAIN; pa.x = a.h; pa.K = a.k * a.FF + a.FS;
+    qact A;
+    gemv_prologue(pa, sm, red, &A);
+    if (r >= a.H) return;
+    float acc = 0.0f;
+#pragma unroll
+    for (int it = 0; it < MOE_DOWN_IT; it++) {
+        int s = grp + it * par;
+        if (s < a.k || (s < nslot && sfast)) acc += wts_w[warp][s] * R[it].dot(A, s * a.FF, sub, lanes, nu);
+        else if (s < nslot) acc += wts_w[warp][s] * row_dot_part(a.sdown, r, A, a.k * a.FF, sub, gemv_lanes(a.FF));
+    }
+    acc = warp_sum(acc);
+    if (lane == 0) a.out[r] += acc;
 }
 
 #endif
