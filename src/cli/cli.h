@@ -13,6 +13,7 @@ int cmd_run(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_convert(int argc, char **argv);  /* also `quantize` */
 int cmd_synth(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 /* Prints "lilac <cmd>: <msg>" to stderr and returns 1 (the exit status for runtime errors). */
 int cli_fail(const char *cmd, const char *msg);

@@ -21,6 +21,7 @@ static const struct {
     {"convert", cmd_convert, "convert an HF / MLX / GGUF model to a llama.cpp GGUF (bf16, q8_0, q6_k, q4_k_m, ...)"},
     {"quantize", cmd_convert, "re-quantize a GGUF to another type"},
     {"synth", cmd_synth, "write a model with random weights (any configuration, real tokenizer)"},
+    {"bench", cmd_bench, "batch-1 prefill/decode throughput (synthetic or real model)"},
 };
 
 int cli_fail(const char *cmd, const char *msg) {
