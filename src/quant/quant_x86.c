@@ -590,6 +590,56 @@ T_VNNI static float vnni_dotq_q4_K(const void *row, const void *act, int64_t n) 
     return _mm512_reduce_add_ps(acc) - hsum_ps(accm);
 }
 
+/* Q6_K with 512-bit vpdpbusd. Per half (128 elements): the 64 ql bytes in one zmm give, by
+ * low nibbles, codes of elements 0..63 and, by high nibbles, 64..127, matching 64 consecutive
+ * activation bytes each; the 2 high bits come from the 32 qh bytes broadcast to both halves
+ * and shifted per half. Each 128-bit lane of a vpdpbusd result covers 16 elements = one scale;
+ * |lane| <= 4*63*127 fits int16, so two results are packed and scaled with one vpmaddwd.
+ * The -32 code offset is applied once per block through the activation block sums. */
+static const uint16_t k_vnni_q6k_scale_idx[2][32] = {
+    {0, 0, 0, 0, 4, 4, 4, 4, 1, 1, 1, 1, 5, 5, 5, 5, 2, 2, 2, 2, 6, 6, 6, 6, 3, 3, 3, 3, 7, 7, 7, 7},
+    {8, 8, 8, 8, 12, 12, 12, 12, 9, 9, 9, 9, 13, 13, 13, 13, 10, 10, 10, 10, 14, 14, 14, 14, 11, 11, 11, 11, 15, 15, 15, 15},
+};
+static const uint16_t k_vnni_q6k_shl[32] = {4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
+                                            2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2};
+static const uint16_t k_vnni_q6k_shr[32] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                            2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2};
+
+T_VNNI static float vnni_dotq_q6_K(const void *row, const void *act, int64_t n) {
+    const ll_block_q6_K *w = row;
+    const ll_block_q8_K *a = act;
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+    const __m512i shl = _mm512_loadu_si512((const void *)k_vnni_q6k_shl);
+    const __m512i shr = _mm512_loadu_si512((const void *)k_vnni_q6k_shr);
+    const __m512i idx0 = _mm512_loadu_si512((const void *)k_vnni_q6k_scale_idx[0]);
+    const __m512i idx1 = _mm512_loadu_si512((const void *)k_vnni_q6k_scale_idx[1]);
+    __m512 acc = _mm512_setzero_ps();
+    __m256 acco = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / LL_QK_K; b++) {
+        prefetch_ahead(&w[b], sizeof(w[b]));
+        float d = a[b].d * h2f(w[b].d);
+        __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)w[b].scales));
+        __m256i off = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[b].bsums), sc16);
+        acco = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(off), acco);
+        __m512i p[4];
+        for (int h = 0; h < 2; h++) {
+            __m512i ql = _mm512_loadu_si512((const void *)(w[b].ql + 64 * h));
+            __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w[b].qh + 32 * h)));
+            __m512i q01 = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_sllv_epi16(qh, shl), m30));
+            __m512i q23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                                          _mm512_and_si512(_mm512_srlv_epi16(qh, shr), m30));
+            p[2 * h] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q01, _mm512_loadu_si512((const void *)(a[b].qs + 128 * h)));
+            p[2 * h + 1] =
+                _mm512_dpbusd_epi32(_mm512_setzero_si512(), q23, _mm512_loadu_si512((const void *)(a[b].qs + 128 * h + 64)));
+        }
+        __m512i sc512 = _mm512_castsi256_si512(sc16);
+        __m512i s01 = _mm512_madd_epi16(_mm512_packs_epi32(p[0], p[1]), _mm512_permutexvar_epi16(idx0, sc512));
+        __m512i s23 = _mm512_madd_epi16(_mm512_packs_epi32(p[2], p[3]), _mm512_permutexvar_epi16(idx1, sc512));
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(_mm512_add_epi32(s01, s23)), acc);
+    }
+    return _mm512_reduce_add_ps(acc) - 32.0f * hsum_ps(acco);
+}
+
 /* ------------------------------------------------------------------ install */
 
 #define FP32_ACT(name) \
@@ -637,6 +687,7 @@ int quant_x86_install(quant_kernels *k) {
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
         !(no512 && *no512 && *no512 != '0')) {
         k->dot_q[LL_TYPE_Q4_K] = vnni_dotq_q4_K;
+        k->dot_q[LL_TYPE_Q6_K] = vnni_dotq_q6_K;
         return QUANT_SIMD_AVX512;
     }
     return QUANT_SIMD_AVX2;
