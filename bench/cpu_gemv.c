@@ -66,6 +66,8 @@ typedef struct {
     size_t row_bytes;
     int64_t rows, cols;
     const void *act; /* activation quantized to quant_vec_dot_type(t) */
+    const float *x;  /* [cols] fp32 activation (for the quant_dot_row timing) */
+    int fp32;        /* 1: time quant_dot_row (prefill's per-row path) instead */
     float *y;        /* [rows] */
 } gemv_ctx;
 
@@ -73,7 +75,10 @@ static void gemv_worker(void *vctx, int ith, int nth) {
     gemv_ctx *c = vctx;
     int64_t lo, hi;
     ll_split_range(c->rows, ith, nth, &lo, &hi);
-    for (int64_t r = lo; r < hi; r++) c->y[r] = quant_dot_row_q(c->t, c->w + (size_t)r * c->row_bytes, c->act, c->cols);
+    if (c->fp32)
+        for (int64_t r = lo; r < hi; r++) c->y[r] = quant_dot_row(c->t, c->w + (size_t)r * c->row_bytes, c->x, c->cols);
+    else
+        quant_dot_rows_q(c->t, c->w + (size_t)lo * c->row_bytes, c->row_bytes, hi - lo, c->act, c->cols, c->y + lo);
 }
 
 /* Fills buf with random valid rows of type t: random code bytes, moderate finite scales. */
@@ -105,7 +110,7 @@ typedef struct {
  * bandwidth probe of the same thread count, so both see the same machine conditions (the
  * machine is shared; best-of-reps filters out the periods when a neighbour steals a core). */
 static void bench_type(ll_pool *pools[2], ll_type t, uint8_t *buf, size_t buf_bytes, int64_t cols, int reps,
-                       bw_best *bb, double out[2]) {
+                       bw_best *bb, double out[3]) {
     size_t rb = quant_row_bytes(t, cols);
     int64_t rows = (int64_t)(buf_bytes / rb);
     size_t mat = (size_t)rows * rb;
@@ -114,8 +119,8 @@ static void bench_type(ll_pool *pools[2], ll_type t, uint8_t *buf, size_t buf_by
     void *act = ll_malloc(quant_act_bytes(t, cols));
     LL_ASSERT(x && y && act);
     for (int64_t i = 0; i < cols; i++) x[i] = (float)((i * 37) % 101 - 50) * 0.02f;
-    gemv_ctx c = {.t = t, .w = buf, .row_bytes = rb, .rows = rows, .cols = cols, .act = act, .y = y};
-    double best[2] = {1e30, 1e30};
+    gemv_ctx c = {.t = t, .w = buf, .row_bytes = rb, .rows = rows, .cols = cols, .act = act, .x = x, .y = y};
+    double best[3] = {1e30, 1e30, 1e30};
     for (int r = 0; r < reps; r++)
         for (int p = 0; p < 2; p++) {
             bb->bw[p] = LL_MAX(bb->bw[p], measure_bw(pools[p], buf, mat, 1));
@@ -124,10 +129,15 @@ static void bench_type(ll_pool *pools[2], ll_type t, uint8_t *buf, size_t buf_by
             ll_pool_run(pools[p], gemv_worker, &c);
             best[p] = LL_MIN(best[p], ll_time_sec() - t0);
         }
-    out[0] = (double)mat / best[0] / 1e9;
-    out[1] = (double)mat / best[1] / 1e9;
-    printf("| %-5s | %6lld x %-5lld | %7.1f | %6.2f | %6.2f |\n", quant_type_name(t), (long long)rows, (long long)cols,
-           (double)mat / (1 << 20), out[0], out[1]);
+    c.fp32 = 1;
+    for (int r = 0; r < (reps + 1) / 2; r++) {
+        double t0 = ll_time_sec();
+        ll_pool_run(pools[1], gemv_worker, &c);
+        best[2] = LL_MIN(best[2], ll_time_sec() - t0);
+    }
+    for (int k = 0; k < 3; k++) out[k] = (double)mat / best[k] / 1e9;
+    printf("| %-5s | %6lld x %-5lld | %7.1f | %7.2f | %7.2f | %7.2f |\n", quant_type_name(t), (long long)rows,
+           (long long)cols, (double)mat / (1 << 20), out[0], out[1], out[2]);
     fflush(stdout);
     ll_free(x);
     ll_free(y);
@@ -170,14 +180,15 @@ int main(int argc, char **argv) {
     ll_pool *pools[2] = {pool1, pooln};
     bw_best bb = {{measure_bw(pool1, buf, bytes, reps), measure_bw(pooln, buf, bytes, reps)}};
     printf("simd: %s, threads: %d, buffer: %zu MiB, best of %d\n\n", quant_simd_name(), nth, mib, reps);
-    printf("| type  | rows x cols    | MiB     | 1T GB/s | %dT GB/s |\n", nth);
-    printf("|-------|----------------|---------|---------|---------|\n");
+    printf("GB/s of weights read; decode = quant_quantize_act + quant_dot_rows_q, fp32 = quant_dot_row\n\n");
+    printf("| type  | rows x cols    | MiB     | decode 1T | decode %dT | fp32 %dT |\n", nth, nth);
+    printf("|-------|----------------|---------|---------|---------|---------|\n");
     const ll_type types[] = {LL_TYPE_Q4_K, LL_TYPE_Q5_K, LL_TYPE_Q6_K, LL_TYPE_Q8_0, LL_TYPE_BF16};
-    double gb[LL_ARRAY_LEN(types)][2];
+    double gb[LL_ARRAY_LEN(types)][3];
     for (size_t i = 0; i < LL_ARRAY_LEN(types); i++) bench_type(pools, types[i], buf, bytes, cols, reps, &bb, gb[i]);
     printf("\nread bandwidth (streaming sum, best seen): 1 thread %.2f GB/s, %d threads %.2f GB/s\n\n", bb.bw[0], nth,
            bb.bw[1]);
-    printf("| type  | 1T of read BW | %dT of read BW |\n|-------|---------------|---------------|\n", nth);
+    printf("| type  | decode 1T of read BW | decode %dT of read BW |\n|-------|---------------|---------------|\n", nth);
     for (size_t i = 0; i < LL_ARRAY_LEN(types); i++)
         printf("| %-5s | %10.1f %% | %10.1f %% |\n", quant_type_name(types[i]), 100 * gb[i][0] / bb.bw[0],
                100 * gb[i][1] / bb.bw[1]);

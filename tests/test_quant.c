@@ -408,6 +408,12 @@ static void check_dots(ll_type t, int64_t n) {
         fail_msg("%s n=%lld: ref dot_q %g vs %g", quant_type_name(t), (long long)n, refq, wantq);
     if (fabs(gotq - refq) > 2e-5 * mag)
         fail_msg("%s n=%lld: fast dot_q %g vs ref %g", quant_type_name(t), (long long)n, gotq, refq);
+    /* the multi-row form gives the same numbers */
+    {
+        float yr[3];
+        quant_dot_rows_q(t, q, 0, 3, act, n, yr); /* stride 0: the same row three times */
+        for (int r = 0; r < 3; r++) assert_true(yr[r] == gotq);
+    }
     /* and it stays close to the exact fp32 dot (activation quantization error only) */
     if (fabs(gotq - want) > 0.02 * mag)
         fail_msg("%s n=%lld: dot_q %g far from %g", quant_type_name(t), (long long)n, gotq, want);

@@ -19,23 +19,40 @@
  */
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "quant_internal.h"
 
 /* ------------------------------------------------------------------ dispatch state */
 
-static quant_kernels g_fast;
+static quant_kernels g_simd;   /* what this CPU supports (quant_x86_install) */
+static quant_kernels g_active; /* g_simd, or all NULL while quant_force_scalar(1) */
+static int64_t g_blk[LL_TYPE_COUNT_]; /* elements per block of the types handled here, else 0 */
 static int g_level = QUANT_SIMD_SCALAR;
 static int g_force_scalar;
+static atomic_int g_ready;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
-static void init_once(void) { g_level = quant_x86_install(&g_fast); }
+static void init_once(void) {
+    static const ll_type handled[] = {LL_TYPE_F32,  LL_TYPE_F16,  LL_TYPE_BF16, LL_TYPE_Q4_0, LL_TYPE_Q8_0, LL_TYPE_Q4_K,
+                                      LL_TYPE_Q5_K, LL_TYPE_Q6_K, LL_TYPE_Q8_K, LL_TYPE_MLX4, LL_TYPE_MLX8};
+    for (size_t i = 0; i < LL_ARRAY_LEN(handled); i++) {
+        int64_t b = quant_block_elems(handled[i]);
+        LL_ASSERT((b & (b - 1)) == 0); /* row_ok() tests divisibility with a mask */
+        g_blk[handled[i]] = b;
+    }
+    g_level = quant_x86_install(&g_simd);
+    g_active = g_simd;
+    atomic_store_explicit(&g_ready, 1, memory_order_release);
+}
 
 void quant_init(void) { pthread_once(&g_once, init_once); }
 
 void quant_force_scalar(int on) {
     quant_init();
     g_force_scalar = on;
+    if (on) memset(&g_active, 0, sizeof(g_active));
+    else g_active = g_simd;
 }
 
 const char *quant_simd_name(void) {
@@ -44,9 +61,17 @@ const char *quant_simd_name(void) {
     return g_level == QUANT_SIMD_AVX512 ? "avx512" : g_level == QUANT_SIMD_AVX2 ? "avx2" : "scalar";
 }
 
-static const quant_kernels *fast(void) {
-    quant_init();
-    return g_force_scalar ? NULL : &g_fast;
+/* The active kernel table; cheap enough for once-per-row calls (one load after init). */
+static inline const quant_kernels *kern(void) {
+    if (!atomic_load_explicit(&g_ready, memory_order_acquire)) quant_init();
+    return &g_active;
+}
+
+/* 1 if t is a type this file handles and n a whole number of its blocks. */
+static inline int row_ok(ll_type t, int64_t n) {
+    if ((unsigned)t >= LL_TYPE_COUNT_) return 0;
+    int64_t b = g_blk[t];
+    return b > 0 && n >= 0 && (n & (b - 1)) == 0;
 }
 
 /* ------------------------------------------------------------------ helpers */
@@ -153,11 +178,6 @@ static void dq_block(ll_type t, const void *blk, float *y) {
 
 static int is_plain_float(ll_type t) { return t == LL_TYPE_F32 || t == LL_TYPE_F16 || t == LL_TYPE_BF16; }
 
-static int is_block_type(ll_type t) {
-    return t == LL_TYPE_Q4_0 || t == LL_TYPE_Q8_0 || t == LL_TYPE_Q4_K || t == LL_TYPE_Q5_K ||
-           t == LL_TYPE_Q6_K || t == LL_TYPE_Q8_K || t == LL_TYPE_MLX4 || t == LL_TYPE_MLX8;
-}
-
 static void ref_dequant_row(ll_type t, const void *src, float *dst, int64_t n) {
     switch (t) {
     case LL_TYPE_F32: memcpy(dst, src, (size_t)n * sizeof(float)); return;
@@ -180,10 +200,9 @@ static void ref_dequant_row(ll_type t, const void *src, float *dst, int64_t n) {
 }
 
 void quant_dequant_row(ll_type t, const void *src, float *dst, int64_t n) {
-    LL_ASSERT(is_plain_float(t) || is_block_type(t));
-    LL_ASSERT(n >= 0 && n % quant_block_elems(t) == 0);
-    const quant_kernels *k = fast();
-    if (k && k->dequant[t]) { k->dequant[t](src, dst, n); return; }
+    const quant_kernels *k = kern();
+    LL_ASSERT(row_ok(t, n));
+    if (k->dequant[t]) { k->dequant[t](src, dst, n); return; }
     ref_dequant_row(t, src, dst, n);
 }
 
@@ -216,10 +235,9 @@ static float ref_dot_row(ll_type t, const void *row, const float *x, int64_t n) 
 }
 
 float quant_dot_row(ll_type t, const void *row, const float *x, int64_t n) {
-    LL_ASSERT(is_plain_float(t) || is_block_type(t));
-    LL_ASSERT(n >= 0 && n % quant_block_elems(t) == 0);
-    const quant_kernels *k = fast();
-    if (k && k->dot[t]) return k->dot[t](row, x, n);
+    const quant_kernels *k = kern();
+    LL_ASSERT(row_ok(t, n));
+    if (k->dot[t]) return k->dot[t](row, x, n);
     return ref_dot_row(t, row, x, n);
 }
 
@@ -421,8 +439,8 @@ static void qz_mlx4(const float *x, ll_block_mlx4 *b) {
 static void qz_mlx8(const float *x, ll_block_mlx8 *b) { qz_mlx(x, 255, &b->scale, &b->bias, b->qs); }
 
 size_t quant_quantize_row(ll_type t, const float *src, void *dst, int64_t n) {
-    LL_ASSERT(is_plain_float(t) || is_block_type(t));
-    LL_ASSERT(n >= 0 && n % quant_block_elems(t) == 0);
+    (void)kern();
+    LL_ASSERT(row_ok(t, n));
     size_t bytes = quant_row_bytes(t, n);
     switch (t) {
     case LL_TYPE_F32: memcpy(dst, src, bytes); return bytes;
@@ -468,10 +486,10 @@ ll_type quant_vec_dot_type(ll_type t) {
 size_t quant_act_bytes(ll_type t, int64_t n) { return quant_row_bytes(quant_vec_dot_type(t), n); }
 
 void quant_quantize_act(ll_type t, const float *x, void *act, int64_t n) {
+    const quant_kernels *k = kern();
     ll_type at = quant_vec_dot_type(t);
-    LL_ASSERT(n >= 0 && n % quant_block_elems(t) == 0);
-    const quant_kernels *k = fast();
-    if (k && k->quant_act[at]) { k->quant_act[at](x, act, n); return; }
+    LL_ASSERT(row_ok(t, n) && row_ok(at, n));
+    if (k->quant_act[at]) { k->quant_act[at](x, act, n); return; }
     quant_quantize_row(at, x, act, n);
 }
 
@@ -562,9 +580,20 @@ static float ref_dot_row_q(ll_type t, const void *row, const void *act, int64_t 
 }
 
 float quant_dot_row_q(ll_type t, const void *row, const void *act, int64_t n) {
-    LL_ASSERT(is_plain_float(t) || is_block_type(t));
-    LL_ASSERT(n >= 0 && n % quant_block_elems(t) == 0);
-    const quant_kernels *k = fast();
-    if (k && k->dot_q[t]) return k->dot_q[t](row, act, n);
+    const quant_kernels *k = kern();
+    LL_ASSERT(row_ok(t, n));
+    if (k->dot_q[t]) return k->dot_q[t](row, act, n);
     return ref_dot_row_q(t, row, act, n);
+}
+
+void quant_dot_rows_q(ll_type t, const void *rows, size_t row_stride, int64_t nrows, const void *act, int64_t n,
+                      float *y) {
+    const quant_kernels *k = kern();
+    LL_ASSERT(row_ok(t, n) && nrows >= 0);
+    const uint8_t *p = rows;
+    quant_dotq_fn f = k->dot_q[t];
+    if (f)
+        for (int64_t r = 0; r < nrows; r++) y[r] = f(p + (size_t)r * row_stride, act, n);
+    else
+        for (int64_t r = 0; r < nrows; r++) y[r] = ref_dot_row_q(t, p + (size_t)r * row_stride, act, n);
 }

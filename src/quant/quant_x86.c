@@ -552,28 +552,45 @@ T_AVX2 static void avx2_dequant_f16(const void *src, float *y, int64_t n) {
  * nibbles] = [sub-block 2c | sub-block 2c+1], which lines up with 64 consecutive activation
  * bytes. vpdpbusd leaves int32 sums of 4 products (|v| <= 4*15*127, so they fit int16); two
  * chunks are packed to int16 and multiplied by their sub-block scales with one vpmaddwd. */
-static const uint8_t k_vnni_q4k_scale_shuf[2][64] = {
-#define P4(i) 2*(i), 2*(i)+1, 2*(i), 2*(i)+1, 2*(i), 2*(i)+1, 2*(i), 2*(i)+1
-    {P4(0), P4(2), P4(0), P4(2), P4(1), P4(3), P4(1), P4(3)},
-    {P4(4), P4(6), P4(4), P4(6), P4(5), P4(7), P4(5), P4(7)},
-#undef P4
+
+/* The 12-byte scale field unpacked in vector registers: bytes 0-7 = scales, 8-15 = mins (the
+ * 32-bit lane formulas of k4_scales_fast, done per lane; avoids GPR <-> vector transfers).
+ * Reads 16 bytes at s: the 4 after the field are the block's first code bytes. */
+T_VNNI static inline __m128i k4_scales_vec(const uint8_t *s) {
+    __m128i v = _mm_loadu_si128((const __m128i *)s);                      /* u0 u1 u2 .. */
+    __m128i x = _mm_srlv_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(2, 1, 2, 0)), _mm_set_epi32(4, 0, 0, 0));
+    x = _mm_and_si128(x, _mm_set_epi32(0x0f0f0f0f, 0x3f3f3f3f, 0x0f0f0f0f, 0x3f3f3f3f)); /* u0 u2 u1 u2>>4 */
+    __m128i y = _mm_srli_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(1, 1, 0, 0)), 2); /* u0 u0 u1 u1, >> 2 */
+    y = _mm_and_si128(y, _mm_set_epi32(0x30303030, 0, 0x30303030, 0));
+    return _mm_or_si128(x, y);
+}
+
+/* pshufb masks turning the bytes of k4_scales_vec into int16 lanes (0x80 zeroes a byte):
+ * the scale pattern of k_vnni_q4k_scale_shuf, and the pairwise-duplicated mins for bsums */
+static const uint8_t k_vnni_q4k_sc16[2][64] = {
+#define Z4(i) i, 0x80, i, 0x80, i, 0x80, i, 0x80
+    {Z4(0), Z4(2), Z4(0), Z4(2), Z4(1), Z4(3), Z4(1), Z4(3)},
+    {Z4(4), Z4(6), Z4(4), Z4(6), Z4(5), Z4(7), Z4(5), Z4(7)},
+#undef Z4
 };
+static const uint8_t k_vnni_q4k_mn16[32] = {8,  0x80, 8,  0x80, 9,  0x80, 9,  0x80, 10, 0x80, 10,
+                                            0x80, 11, 0x80, 11, 0x80, 12, 0x80, 12, 0x80, 13, 0x80,
+                                            13, 0x80, 14, 0x80, 14, 0x80, 15, 0x80, 15, 0x80};
 
 T_VNNI static float vnni_dotq_q4_K(const void *row, const void *act, int64_t n) {
     const ll_block_q4_K *w = row;
     const ll_block_q8_K *a = act;
     const __m512i m4 = _mm512_set1_epi8(0x0f);
-    const __m512i shuf01 = _mm512_loadu_si512((const void *)k_vnni_q4k_scale_shuf[0]);
-    const __m512i shuf23 = _mm512_loadu_si512((const void *)k_vnni_q4k_scale_shuf[1]);
+    const __m512i shuf01 = _mm512_loadu_si512((const void *)k_vnni_q4k_sc16[0]);
+    const __m512i shuf23 = _mm512_loadu_si512((const void *)k_vnni_q4k_sc16[1]);
+    const __m256i shufmn = _mm256_loadu_si256((const __m256i *)k_vnni_q4k_mn16);
     __m512 acc = _mm512_setzero_ps();
     __m256 accm = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / LL_QK_K; b++) {
-        _mm_prefetch((const char *)&w[b] + PREFETCH_AHEAD, _MM_HINT_T0);
-        _mm_prefetch((const char *)&w[b] + PREFETCH_AHEAD + 64, _MM_HINT_T0);
-        _mm_prefetch((const char *)&w[b] + PREFETCH_AHEAD + 128, _MM_HINT_T0);
-        __m256i sc, mn2;
-        k4_scale_vecs(w[b].scales, &sc, &mn2);
+        prefetch_ahead(&w[b], sizeof(w[b]));
+        __m128i scm = k4_scales_vec(w[b].scales);
         float da = a[b].d;
+        __m256i mn2 = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(scm), shufmn);
         __m256i pm = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[b].bsums), mn2);
         accm = _mm256_fmadd_ps(_mm256_set1_ps(da * h2f(w[b].dmin)), _mm256_cvtepi32_ps(pm), accm);
         __m512i p[4];
@@ -582,7 +599,7 @@ T_VNNI static float vnni_dotq_q4_K(const void *row, const void *act, int64_t n) 
             v = _mm512_and_si512(_mm512_mask_srli_epi16(v, (__mmask32)0xffff0000u, v, 4), m4);
             p[c] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v, _mm512_loadu_si512((const void *)(a[b].qs + 64 * c)));
         }
-        __m512i sc512 = _mm512_broadcast_i32x4(_mm256_castsi256_si128(sc));
+        __m512i sc512 = _mm512_broadcast_i32x4(scm);
         __m512i s01 = _mm512_madd_epi16(_mm512_packs_epi32(p[0], p[1]), _mm512_shuffle_epi8(sc512, shuf01));
         __m512i s23 = _mm512_madd_epi16(_mm512_packs_epi32(p[2], p[3]), _mm512_shuffle_epi8(sc512, shuf23));
         acc = _mm512_fmadd_ps(_mm512_set1_ps(da * h2f(w[b].d)), _mm512_cvtepi32_ps(_mm512_add_epi32(s01, s23)), acc);
