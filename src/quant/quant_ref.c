@@ -268,63 +268,78 @@ static void qz_q4_0(const float *x, ll_block_q4_0 *b) {
     }
 }
 
+/* Round to nearest even for |v| < 2^22 by adding 1.5 * 2^23 (exact in fp32 arithmetic); the
+ * fits only round values already bounded by the code range, and this keeps them cheap. */
+static inline int rnd_small(float v) {
+    float t = v + 12582912.0f;
+    int32_t i;
+    memcpy(&i, &t, 4);
+    return i - 0x4b400000;
+}
+
 /* Fits x[0..n) ≈ s*q - m with q in [0, nmax], s >= 0, m >= 0 (the K-quant sub-block model),
- * minimising the squared error. Grid search over inverse scales around nmax/(max-min) with a
- * least-squares refit of (s, m) for each rounding; returns s and writes *m. */
+ * minimising the squared error. Candidates: min/max scaling, then 21 inverse scales around
+ * nmax/(max-min); for each, the codes are rounded and (s, m) refitted by least squares. The
+ * squared error of (codes, refit) is computed in closed form from the sums; it bounds the error
+ * after re-rounding with the refit, and the lowest bound wins. Returns s and writes *m_out. */
 static float quant_fit_affine(const float *x, int n, int nmax, float *m_out) {
     float lo = 0, hi = x[0];
-    for (int i = 0; i < n; i++) { lo = fminf(lo, x[i]); hi = fmaxf(hi, x[i]); }
-    if (hi <= lo) { *m_out = -lo; return 0; } /* constant block at <= 0 */
-    float best_s = (hi - lo) / (float)nmax, best_b = lo, best_err = 0;
+    double sx = 0, sxx = 0;
     for (int i = 0; i < n; i++) {
-        float e = best_s * (float)clampi(rnd((x[i] - lo) / best_s), 0, nmax) + lo - x[i];
-        best_err += e * e;
+        lo = fminf(lo, x[i]);
+        hi = fmaxf(hi, x[i]);
+        sx += x[i];
+        sxx += (double)x[i] * x[i];
     }
-    for (int k = -10; k <= 10; k++) {
-        float is = ((float)nmax + 0.1f * (float)k) / (hi - lo);
-        double sq = 0, sx = 0, sqq = 0, sqx = 0;
+    if (hi <= lo) { *m_out = -lo; return 0; } /* constant block at <= 0 */
+    float best_s = (hi - lo) / (float)nmax, best_b = lo;
+    double best_err = INFINITY;
+    for (int k = -11; k <= 10; k++) {
+        /* k = -11 is the plain min/max candidate, evaluated without a refit */
+        float is = k < -10 ? (float)nmax / (hi - lo) : ((float)nmax + 0.1f * (float)k) / (hi - lo);
+        double sq = 0, sqq = 0, sqx = 0;
         for (int i = 0; i < n; i++) {
-            int q = clampi(rnd(is * (x[i] - lo)), 0, nmax);
-            sq += q; sx += x[i]; sqq += (double)q * q; sqx += (double)q * x[i];
+            int q = clampi(rnd_small(is * (x[i] - lo)), 0, nmax);
+            sq += q; sqq += (double)q * q; sqx += (double)q * x[i];
         }
-        double det = n * sqq - sq * sq;
-        if (det <= 0) continue;
-        double s = (n * sqx - sq * sx) / det, b = (sx - s * sq) / n;
-        if (b > 0) { b = 0; s = sqq > 0 ? sqx / sqq : 0; } /* the min must stay <= 0 */
-        if (s <= 0) continue;
-        float err = 0;
-        for (int i = 0; i < n; i++) {
-            float e = (float)s * (float)clampi(rnd((x[i] - (float)b) / (float)s), 0, nmax) + (float)b - x[i];
-            err += e * e;
+        double sc, b;
+        if (k < -10) {
+            sc = (double)(hi - lo) / nmax; b = lo;
+        } else {
+            double det = n * sqq - sq * sq;
+            if (det <= 0) continue;
+            sc = (n * sqx - sq * sx) / det;
+            b = (sx - sc * sq) / n;
+            if (b > 0) { b = 0; sc = sqq > 0 ? sqx / sqq : 0; } /* the min must stay <= 0 */
+            if (sc <= 0) continue;
         }
-        if (err < best_err) { best_err = err; best_s = (float)s; best_b = (float)b; }
+        double err = sc * sc * sqq + 2 * sc * b * sq + n * b * b - 2 * sc * sqx - 2 * b * sx + sxx;
+        if (err < best_err) { best_err = err; best_s = (float)sc; best_b = (float)b; }
     }
     *m_out = -best_b;
     return best_s;
 }
 
 /* Fits x[0..n) ≈ s*q with q in [-nmax, nmax-1] (Q6_K's sub-block model); s may be negative so
- * that the largest magnitude can use the extra negative code. Same grid-and-refit search. */
+ * that the largest magnitude can use the extra negative code. Same candidates-and-refit search;
+ * for a least-squares s the error is sum(x^2) - sqx^2/sqq, so the largest sqx^2/sqq wins. */
 static float quant_fit_symmetric(const float *x, int n, int nmax) {
     float amax = 0, max = 0;
     for (int i = 0; i < n; i++)
         if (fabsf(x[i]) > amax) { amax = fabsf(x[i]); max = x[i]; }
     if (amax == 0) return 0;
-    float best_s = 0, best_err = INFINITY;
+    float best_s = 0;
+    double best_gain = -1;
     for (int k = -10; k <= 10; k++) {
         float is = -((float)nmax + 0.1f * (float)k) / max;
         double sqq = 0, sqx = 0;
         for (int i = 0; i < n; i++) {
-            int q = clampi(rnd(is * x[i]), -nmax, nmax - 1);
+            int q = clampi(rnd_small(is * x[i]), -nmax, nmax - 1);
             sqq += (double)q * q; sqx += (double)q * x[i];
         }
         if (sqq <= 0) continue;
-        float s = (float)(sqx / sqq), err = 0;
-        for (int i = 0; i < n; i++) {
-            float e = s * (float)clampi(rnd(x[i] / s), -nmax, nmax - 1) - x[i];
-            err += e * e;
-        }
-        if (err < best_err) { best_err = err; best_s = s; }
+        double gain = sqx * sqx / sqq;
+        if (gain > best_gain) { best_gain = gain; best_s = (float)(sqx / sqq); }
     }
     return best_s;
 }
