@@ -607,6 +607,48 @@ T_VNNI static float vnni_dotq_q4_K(const void *row, const void *act, int64_t n) 
     return _mm512_reduce_add_ps(acc) - hsum_ps(accm);
 }
 
+/* Q5_K: the Q4_K scheme plus the 5th bit, tested straight out of the 32 qh bytes broadcast to
+ * both halves (bit 2c for the low-nibble half, bit 2c+1 for the high) and added as 16 under
+ * a byte mask. |lane| <= 4*31*127 still fits int16. */
+static const uint8_t k_vnni_q5k_bits[4][64] = {
+#define H32(v) v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v, v
+    {H32(1), H32(2)}, {H32(4), H32(8)}, {H32(16), H32(32)}, {H32(64), H32(128)},
+#undef H32
+};
+
+T_VNNI static float vnni_dotq_q5_K(const void *row, const void *act, int64_t n) {
+    const ll_block_q5_K *w = row;
+    const ll_block_q8_K *a = act;
+    const __m512i m4 = _mm512_set1_epi8(0x0f), b16 = _mm512_set1_epi8(0x10);
+    const __m512i shuf01 = _mm512_loadu_si512((const void *)k_vnni_q4k_sc16[0]);
+    const __m512i shuf23 = _mm512_loadu_si512((const void *)k_vnni_q4k_sc16[1]);
+    const __m256i shufmn = _mm256_loadu_si256((const __m256i *)k_vnni_q4k_mn16);
+    __m512 acc = _mm512_setzero_ps();
+    __m256 accm = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / LL_QK_K; b++) {
+        prefetch_ahead(&w[b], sizeof(w[b]));
+        __m128i scm = k4_scales_vec(w[b].scales);
+        float da = a[b].d;
+        __m256i mn2 = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(scm), shufmn);
+        __m256i pm = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[b].bsums), mn2);
+        accm = _mm256_fmadd_ps(_mm256_set1_ps(da * h2f(w[b].dmin)), _mm256_cvtepi32_ps(pm), accm);
+        __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)w[b].qh));
+        __m512i p[4];
+        for (int c = 0; c < 4; c++) {
+            __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * c)));
+            v = _mm512_and_si512(_mm512_mask_srli_epi16(v, (__mmask32)0xffff0000u, v, 4), m4);
+            __mmask64 hb = _mm512_test_epi8_mask(qh, _mm512_loadu_si512((const void *)k_vnni_q5k_bits[c]));
+            v = _mm512_mask_add_epi8(v, hb, v, b16);
+            p[c] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v, _mm512_loadu_si512((const void *)(a[b].qs + 64 * c)));
+        }
+        __m512i sc512 = _mm512_broadcast_i32x4(scm);
+        __m512i s01 = _mm512_madd_epi16(_mm512_packs_epi32(p[0], p[1]), _mm512_shuffle_epi8(sc512, shuf01));
+        __m512i s23 = _mm512_madd_epi16(_mm512_packs_epi32(p[2], p[3]), _mm512_shuffle_epi8(sc512, shuf23));
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(da * h2f(w[b].d)), _mm512_cvtepi32_ps(_mm512_add_epi32(s01, s23)), acc);
+    }
+    return _mm512_reduce_add_ps(acc) - hsum_ps(accm);
+}
+
 /* Q6_K with 512-bit vpdpbusd. Per half (128 elements): the 64 ql bytes in one zmm give, by
  * low nibbles, codes of elements 0..63 and, by high nibbles, 64..127, matching 64 consecutive
  * activation bytes each; the 2 high bits come from the 32 qh bytes broadcast to both halves
@@ -705,6 +747,7 @@ int quant_x86_install(quant_kernels *k) {
         !(no512 && *no512 && *no512 != '0')) {
         k->dot_q[LL_TYPE_Q4_K] = vnni_dotq_q4_K;
         k->dot_q[LL_TYPE_Q6_K] = vnni_dotq_q6_K;
+        k->dot_q[LL_TYPE_Q5_K] = vnni_dotq_q5_K;
         return QUANT_SIMD_AVX512;
     }
     return QUANT_SIMD_AVX2;
