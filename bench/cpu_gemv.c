@@ -110,7 +110,7 @@ typedef struct {
  * bandwidth probe of the same thread count, so both see the same machine conditions (the
  * machine is shared; best-of-reps filters out the periods when a neighbour steals a core). */
 static void bench_type(ll_pool *pools[2], ll_type t, uint8_t *buf, size_t buf_bytes, int64_t cols, int reps,
-                       bw_best *bb, double out[3]) {
+                       bw_best *bb, double out[5]) {
     size_t rb = quant_row_bytes(t, cols);
     int64_t rows = (int64_t)(buf_bytes / rb);
     size_t mat = (size_t)rows * rb;
@@ -121,14 +121,28 @@ static void bench_type(ll_pool *pools[2], ll_type t, uint8_t *buf, size_t buf_by
     for (int64_t i = 0; i < cols; i++) x[i] = (float)((i * 37) % 101 - 50) * 0.02f;
     gemv_ctx c = {.t = t, .w = buf, .row_bytes = rb, .rows = rows, .cols = cols, .act = act, .x = x, .y = y};
     double best[3] = {1e30, 1e30, 1e30};
+    double *ratio = ll_malloc(2 * (size_t)reps * sizeof(double)); /* [2][reps] */
+    LL_ASSERT(ratio);
     for (int r = 0; r < reps; r++)
         for (int p = 0; p < 2; p++) {
-            bb->bw[p] = LL_MAX(bb->bw[p], measure_bw(pools[p], buf, mat, 1));
+            double bw = measure_bw(pools[p], buf, mat, 1);
+            bb->bw[p] = LL_MAX(bb->bw[p], bw);
             double t0 = ll_time_sec();
             quant_quantize_act(t, x, act, cols); /* once per input vector, as decode does */
             ll_pool_run(pools[p], gemv_worker, &c);
-            best[p] = LL_MIN(best[p], ll_time_sec() - t0);
+            double dt = ll_time_sec() - t0;
+            best[p] = LL_MIN(best[p], dt);
+            ratio[p * reps + r] = (double)mat / dt / 1e9 / bw;
         }
+    /* median of the per-repetition ratios to the bandwidth probe run just before: robust when
+     * neighbours load the machine (both timings then see the same conditions) */
+    for (int p = 0; p < 2; p++) {
+        double *v = ratio + p * reps;
+        for (int i = 1; i < reps; i++)
+            for (int j = i; j > 0 && v[j - 1] > v[j]; j--) { double tmp = v[j]; v[j] = v[j - 1]; v[j - 1] = tmp; }
+        out[3 + p] = reps % 2 ? v[reps / 2] : 0.5 * (v[reps / 2 - 1] + v[reps / 2]);
+    }
+    ll_free(ratio);
     c.fp32 = 1;
     for (int r = 0; r < (reps + 1) / 2; r++) {
         double t0 = ll_time_sec();
@@ -184,14 +198,17 @@ int main(int argc, char **argv) {
     printf("| type  | rows x cols    | MiB     | decode 1T | decode %dT | fp32 %dT |\n", nth, nth);
     printf("|-------|----------------|---------|---------|---------|---------|\n");
     const ll_type types[] = {LL_TYPE_Q4_K, LL_TYPE_Q5_K, LL_TYPE_Q6_K, LL_TYPE_Q8_0, LL_TYPE_BF16};
-    double gb[LL_ARRAY_LEN(types)][3];
+    double gb[LL_ARRAY_LEN(types)][5];
     for (size_t i = 0; i < LL_ARRAY_LEN(types); i++) bench_type(pools, types[i], buf, bytes, cols, reps, &bb, gb[i]);
     printf("\nread bandwidth (streaming sum, best seen): 1 thread %.2f GB/s, %d threads %.2f GB/s\n\n", bb.bw[0], nth,
            bb.bw[1]);
-    printf("| type  | decode 1T of read BW | decode %dT of read BW |\n|-------|---------------|---------------|\n", nth);
+    printf("decode GB/s as a fraction of read bandwidth: best GEMV / best probe, and the median over repetitions\n"
+           "of GEMV / the probe run just before it\n\n");
+    printf("| type  | 1T best/best | 1T median | %dT best/best | %dT median |\n", nth, nth);
+    printf("|-------|--------------|-----------|--------------|-----------|\n");
     for (size_t i = 0; i < LL_ARRAY_LEN(types); i++)
-        printf("| %-5s | %10.1f %% | %10.1f %% |\n", quant_type_name(types[i]), 100 * gb[i][0] / bb.bw[0],
-               100 * gb[i][1] / bb.bw[1]);
+        printf("| %-5s | %10.1f %% | %7.1f %% | %10.1f %% | %7.1f %% |\n", quant_type_name(types[i]),
+               100 * gb[i][0] / bb.bw[0], 100 * gb[i][3], 100 * gb[i][1] / bb.bw[1], 100 * gb[i][4]);
     ll_pool_free(pool1);
     ll_pool_free(pooln);
     ll_free_aligned(buf);
