@@ -146,7 +146,7 @@ T_AVX2 static float avx2_dotq_q4_K(const void *row, const void *act, int64_t n) 
         __m256i pm = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[b].bsums), mn2);
         accm = _mm256_fmadd_ps(_mm256_set1_ps(da * h2f(w[b].dmin)), _mm256_cvtepi32_ps(pm), accm);
         __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
-        for (int c = 0; c < 4; c++) {
+        _Pragma("GCC unroll 8") for (int c = 0; c < 4; c++) {
             __m256i q = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * c));
             __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
             __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(a[b].qs + 64 * c)));
@@ -174,7 +174,7 @@ T_AVX2 static float avx2_dotq_q5_K(const void *row, const void *act, int64_t n) 
         accm = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(pm), accm);
         __m256i qh = _mm256_loadu_si256((const __m256i *)w[b].qh);
         __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
-        for (int c = 0; c < 4; c++) {
+        _Pragma("GCC unroll 8") for (int c = 0; c < 4; c++) {
             __m256i lo, hi;
             q5k_chunk(&w[b], qh, c, &lo, &hi);
             __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(a[b].qs + 64 * c)));
@@ -199,10 +199,10 @@ T_AVX2 static float avx2_dotq_q6_K(const void *row, const void *act, int64_t n) 
         /* the -32 code offset: -32 * sum_g sc[g] * bsums[g] */
         __m256i off = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[b].bsums), _mm256_cvtepi8_epi16(sc8));
         __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
-        for (int h = 0; h < 2; h++) {
+        _Pragma("GCC unroll 8") for (int h = 0; h < 2; h++) {
             __m256i q[4];
             q6k_half(&w[b], h, q);
-            for (int k = 0; k < 4; k++) {
+            _Pragma("GCC unroll 8") for (int k = 0; k < 4; k++) {
                 int g = 4 * h + k;
                 __m256i p = _mm256_maddubs_epi16(q[k], _mm256_loadu_si256((const __m256i *)(a[b].qs + 32 * g)));
                 __m256i sv = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, _mm_loadu_si128((const __m128i *)k_q6_scale_shuf[g])));
@@ -351,7 +351,7 @@ T_AVX2 static float avx2_dot_q4_K(const void *row, const float *x, int64_t n) {
         uint8_t sc[8], mn[8];
         k4_scales_fast(w[b].scales, sc, mn);
         float d = h2f(w[b].d), dmin = h2f(w[b].dmin);
-        for (int c = 0; c < 4; c++) {
+        _Pragma("GCC unroll 8") for (int c = 0; c < 4; c++) {
             __m256i lo, hi;
             q4k_chunk(&w[b], c, &lo, &hi);
             __m256 s0 = dot32_s8(lo, x + 64 * c, _mm256_setzero_ps());
@@ -373,7 +373,7 @@ T_AVX2 static float avx2_dot_q5_K(const void *row, const float *x, int64_t n) {
         k4_scales_fast(w[b].scales, sc, mn);
         float d = h2f(w[b].d), dmin = h2f(w[b].dmin);
         __m256i qh = _mm256_loadu_si256((const __m256i *)w[b].qh);
-        for (int c = 0; c < 4; c++) {
+        _Pragma("GCC unroll 8") for (int c = 0; c < 4; c++) {
             __m256i lo, hi;
             q5k_chunk(&w[b], qh, c, &lo, &hi);
             __m256 s0 = dot32_s8(lo, x + 64 * c, _mm256_setzero_ps());
@@ -399,10 +399,10 @@ T_AVX2 static float avx2_dot_q6_K(const void *row, const float *x, int64_t n) {
     const __m256i k32 = _mm256_set1_epi8(32);
     for (int64_t b = 0; b < n / LL_QK_K; b++, x += LL_QK_K) {
         float d = h2f(w[b].d);
-        for (int h = 0; h < 2; h++) {
+        _Pragma("GCC unroll 8") for (int h = 0; h < 2; h++) {
             __m256i q[4];
             q6k_half(&w[b], h, q);
-            for (int k = 0; k < 4; k++) {
+            _Pragma("GCC unroll 8") for (int k = 0; k < 4; k++) {
                 int g = 4 * h + k; /* elements 32g..32g+31, scales 2g and 2g+1 */
                 __m256i s = _mm256_sub_epi8(q[k], k32);
                 __m256 p0 = dot16_s8(_mm256_castsi256_si128(s), x + 32 * g);
@@ -472,7 +472,7 @@ T_AVX2 static void avx2_dequant_q4_K(const void *src, float *y, int64_t n) {
         uint8_t sc[8], mn[8];
         k4_scales_fast(w[b].scales, sc, mn);
         float d = h2f(w[b].d), dmin = h2f(w[b].dmin);
-        for (int c = 0; c < 4; c++) {
+        _Pragma("GCC unroll 8") for (int c = 0; c < 4; c++) {
             __m256i lo, hi;
             q4k_chunk(&w[b], c, &lo, &hi);
             store32_affine(lo, d * sc[2 * c], dmin * mn[2 * c], y + 64 * c);
@@ -488,7 +488,7 @@ T_AVX2 static void avx2_dequant_q5_K(const void *src, float *y, int64_t n) {
         k4_scales_fast(w[b].scales, sc, mn);
         float d = h2f(w[b].d), dmin = h2f(w[b].dmin);
         __m256i qh = _mm256_loadu_si256((const __m256i *)w[b].qh);
-        for (int c = 0; c < 4; c++) {
+        _Pragma("GCC unroll 8") for (int c = 0; c < 4; c++) {
             __m256i lo, hi;
             q5k_chunk(&w[b], qh, c, &lo, &hi);
             store32_affine(lo, d * sc[2 * c], dmin * mn[2 * c], y + 64 * c);
@@ -502,10 +502,10 @@ T_AVX2 static void avx2_dequant_q6_K(const void *src, float *y, int64_t n) {
     const __m256i k32 = _mm256_set1_epi8(32);
     for (int64_t b = 0; b < n / LL_QK_K; b++, y += LL_QK_K) {
         float d = h2f(w[b].d);
-        for (int h = 0; h < 2; h++) {
+        _Pragma("GCC unroll 8") for (int h = 0; h < 2; h++) {
             __m256i q[4];
             q6k_half(&w[b], h, q);
-            for (int k = 0; k < 4; k++) {
+            _Pragma("GCC unroll 8") for (int k = 0; k < 4; k++) {
                 int g = 4 * h + k;
                 __m256i s = _mm256_sub_epi8(q[k], k32);
                 __m128i parts[4] = {_mm256_castsi256_si128(s), _mm_srli_si128(_mm256_castsi256_si128(s), 8),
@@ -594,7 +594,7 @@ T_VNNI static float vnni_dotq_q4_K(const void *row, const void *act, int64_t n) 
         __m256i pm = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[b].bsums), mn2);
         accm = _mm256_fmadd_ps(_mm256_set1_ps(da * h2f(w[b].dmin)), _mm256_cvtepi32_ps(pm), accm);
         __m512i p[4];
-        for (int c = 0; c < 4; c++) {
+        _Pragma("GCC unroll 8") for (int c = 0; c < 4; c++) {
             __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * c)));
             v = _mm512_and_si512(_mm512_mask_srli_epi16(v, (__mmask32)0xffff0000u, v, 4), m4);
             p[c] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v, _mm512_loadu_si512((const void *)(a[b].qs + 64 * c)));
@@ -634,7 +634,7 @@ T_VNNI static float vnni_dotq_q5_K(const void *row, const void *act, int64_t n) 
         accm = _mm256_fmadd_ps(_mm256_set1_ps(da * h2f(w[b].dmin)), _mm256_cvtepi32_ps(pm), accm);
         __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)w[b].qh));
         __m512i p[4];
-        for (int c = 0; c < 4; c++) {
+        _Pragma("GCC unroll 8") for (int c = 0; c < 4; c++) {
             __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * c)));
             v = _mm512_and_si512(_mm512_mask_srli_epi16(v, (__mmask32)0xffff0000u, v, 4), m4);
             __mmask64 hb = _mm512_test_epi8_mask(qh, _mm512_loadu_si512((const void *)k_vnni_q5k_bits[c]));
@@ -681,7 +681,7 @@ T_VNNI static float vnni_dotq_q6_K(const void *row, const void *act, int64_t n) 
         __m256i off = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[b].bsums), sc16);
         acco = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(off), acco);
         __m512i p[4];
-        for (int h = 0; h < 2; h++) {
+        _Pragma("GCC unroll 8") for (int h = 0; h < 2; h++) {
             __m512i ql = _mm512_loadu_si512((const void *)(w[b].ql + 64 * h));
             __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w[b].qh + 32 * h)));
             __m512i q01 = _mm512_or_si512(_mm512_and_si512(ql, m4), _mm512_and_si512(_mm512_sllv_epi16(qh, shl), m30));
