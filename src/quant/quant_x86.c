@@ -589,10 +589,14 @@ T_VNNI static float vnni_dotq_q4_K(const void *row, const void *act, int64_t n) 
     for (int64_t b = 0; b < n / LL_QK_K; b++) {
         prefetch_ahead(&w[b], sizeof(w[b]));
         __m128i scm = k4_scales_vec(w[b].scales);
-        float da = a[b].d;
+        /* d and dmin are adjacent fp16s: convert both at once and scale by the activation's d */
+        uint32_t ddm;
+        memcpy(&ddm, &w[b].d, 4);
+        __m128 dd = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)ddm)), _mm_set1_ps(a[b].d));
         __m256i mn2 = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(scm), shufmn);
         __m256i pm = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[b].bsums), mn2);
-        accm = _mm256_fmadd_ps(_mm256_set1_ps(da * h2f(w[b].dmin)), _mm256_cvtepi32_ps(pm), accm);
+        accm = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(_mm256_castps128_ps256(dd), _mm256_set1_epi32(1)),
+                               _mm256_cvtepi32_ps(pm), accm);
         __m512i p[4];
         _Pragma("GCC unroll 8") for (int c = 0; c < 4; c++) {
             __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * c)));
@@ -602,7 +606,7 @@ T_VNNI static float vnni_dotq_q4_K(const void *row, const void *act, int64_t n) 
         __m512i sc512 = _mm512_broadcast_i32x4(scm);
         __m512i s01 = _mm512_madd_epi16(_mm512_packs_epi32(p[0], p[1]), _mm512_shuffle_epi8(sc512, shuf01));
         __m512i s23 = _mm512_madd_epi16(_mm512_packs_epi32(p[2], p[3]), _mm512_shuffle_epi8(sc512, shuf23));
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(da * h2f(w[b].d)), _mm512_cvtepi32_ps(_mm512_add_epi32(s01, s23)), acc);
+        acc = _mm512_fmadd_ps(_mm512_broadcastss_ps(dd), _mm512_cvtepi32_ps(_mm512_add_epi32(s01, s23)), acc);
     }
     return _mm512_reduce_add_ps(acc) - hsum_ps(accm);
 }
@@ -628,10 +632,14 @@ T_VNNI static float vnni_dotq_q5_K(const void *row, const void *act, int64_t n) 
     for (int64_t b = 0; b < n / LL_QK_K; b++) {
         prefetch_ahead(&w[b], sizeof(w[b]));
         __m128i scm = k4_scales_vec(w[b].scales);
-        float da = a[b].d;
+        /* d and dmin are adjacent fp16s: convert both at once and scale by the activation's d */
+        uint32_t ddm;
+        memcpy(&ddm, &w[b].d, 4);
+        __m128 dd = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)ddm)), _mm_set1_ps(a[b].d));
         __m256i mn2 = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(scm), shufmn);
         __m256i pm = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[b].bsums), mn2);
-        accm = _mm256_fmadd_ps(_mm256_set1_ps(da * h2f(w[b].dmin)), _mm256_cvtepi32_ps(pm), accm);
+        accm = _mm256_fmadd_ps(_mm256_permutevar8x32_ps(_mm256_castps128_ps256(dd), _mm256_set1_epi32(1)),
+                               _mm256_cvtepi32_ps(pm), accm);
         __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)w[b].qh));
         __m512i p[4];
         _Pragma("GCC unroll 8") for (int c = 0; c < 4; c++) {
@@ -644,7 +652,7 @@ T_VNNI static float vnni_dotq_q5_K(const void *row, const void *act, int64_t n) 
         __m512i sc512 = _mm512_broadcast_i32x4(scm);
         __m512i s01 = _mm512_madd_epi16(_mm512_packs_epi32(p[0], p[1]), _mm512_shuffle_epi8(sc512, shuf01));
         __m512i s23 = _mm512_madd_epi16(_mm512_packs_epi32(p[2], p[3]), _mm512_shuffle_epi8(sc512, shuf23));
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(da * h2f(w[b].d)), _mm512_cvtepi32_ps(_mm512_add_epi32(s01, s23)), acc);
+        acc = _mm512_fmadd_ps(_mm512_broadcastss_ps(dd), _mm512_cvtepi32_ps(_mm512_add_epi32(s01, s23)), acc);
     }
     return _mm512_reduce_add_ps(acc) - hsum_ps(accm);
 }
