@@ -116,5 +116,9 @@ const char *quant_simd_name(void);
  * "scalar"); 0 restores the SIMD kernels quant_init() selected. Not for use while other threads
  * are inside quant_* calls. */
 void quant_force_scalar(int on);
+/* Test/benchmark hook: selects the kernel level "avx512", "avx2" or "scalar" (NULL: the best
+ * this CPU has). Returns 0, or -1 if the CPU lacks that level (the best lower one is then
+ * installed). Same threading caveat as quant_force_scalar. */
+int quant_force_simd(const char *name);
 
 #endif

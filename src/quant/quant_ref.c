@@ -19,6 +19,7 @@
  */
 #include <math.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <stdatomic.h>
 
 #include "quant_internal.h"
@@ -41,7 +42,9 @@ static void init_once(void) {
         LL_ASSERT((b & (b - 1)) == 0); /* row_ok() tests divisibility with a mask */
         g_blk[handled[i]] = b;
     }
-    g_level = quant_x86_install(&g_simd);
+    /* LILAC_NO_AVX512=1 keeps the AVX2 kernels (for benchmarks and comparisons) */
+    const char *no512 = getenv("LILAC_NO_AVX512");
+    g_level = quant_x86_install(&g_simd, no512 && *no512 && *no512 != '0' ? QUANT_SIMD_AVX2 : QUANT_SIMD_AVX512);
     g_active = g_simd;
     atomic_store_explicit(&g_ready, 1, memory_order_release);
 }
@@ -53,6 +56,20 @@ void quant_force_scalar(int on) {
     g_force_scalar = on;
     if (on) memset(&g_active, 0, sizeof(g_active));
     else g_active = g_simd;
+}
+
+int quant_force_simd(const char *name) {
+    quant_init();
+    int want = !name ? QUANT_SIMD_AVX512
+               : !strcmp(name, "avx512") ? QUANT_SIMD_AVX512
+               : !strcmp(name, "avx2")   ? QUANT_SIMD_AVX2
+               : !strcmp(name, "scalar") ? QUANT_SIMD_SCALAR
+                                         : -1;
+    if (want < 0) return -1;
+    memset(&g_simd, 0, sizeof(g_simd));
+    g_level = quant_x86_install(&g_simd, want);
+    if (!g_force_scalar) g_active = g_simd;
+    return name && g_level != want ? -1 : 0;
 }
 
 const char *quant_simd_name(void) {

@@ -19,7 +19,6 @@
 #if defined(__x86_64__) || defined(__i386__)
 
 #include <immintrin.h>
-#include <stdlib.h>
 
 #define T_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define T_VNNI __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
@@ -717,8 +716,9 @@ FP32_ACT(f16)
 FP32_ACT(mlx4)
 FP32_ACT(mlx8)
 
-int quant_x86_install(quant_kernels *k) {
+int quant_x86_install(quant_kernels *k, int max_level) {
     __builtin_cpu_init();
+    if (max_level < QUANT_SIMD_AVX2) return QUANT_SIMD_SCALAR;
     if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")))
         return QUANT_SIMD_SCALAR;
     k->dot_q[LL_TYPE_Q4_K] = avx2_dotq_q4_K;
@@ -748,11 +748,8 @@ int quant_x86_install(quant_kernels *k) {
     k->dot_q[LL_TYPE_F16] = avx2_dotq_f16;
     k->dot_q[LL_TYPE_MLX4] = avx2_dotq_mlx4;
     k->dot_q[LL_TYPE_MLX8] = avx2_dotq_mlx8;
-    /* LILAC_NO_AVX512=1 keeps the AVX2 kernels (for benchmarks and comparisons) */
-    const char *no512 = getenv("LILAC_NO_AVX512");
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
-        !(no512 && *no512 && *no512 != '0')) {
+    if (max_level >= QUANT_SIMD_AVX512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni")) {
         k->dot_q[LL_TYPE_Q4_K] = vnni_dotq_q4_K;
         k->dot_q[LL_TYPE_Q6_K] = vnni_dotq_q6_K;
         k->dot_q[LL_TYPE_Q5_K] = vnni_dotq_q5_K;
@@ -763,8 +760,9 @@ int quant_x86_install(quant_kernels *k) {
 
 #else /* not x86 */
 
-int quant_x86_install(quant_kernels *k) {
+int quant_x86_install(quant_kernels *k, int max_level) {
     (void)k;
+    (void)max_level;
     return QUANT_SIMD_SCALAR;
 }
 
