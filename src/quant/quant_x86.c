@@ -52,6 +52,25 @@ static inline void k4_scales_fast(const uint8_t s[12], uint8_t sc[8], uint8_t mn
     memcpy(mn, o + 2, 8);
 }
 
+/* d*sc[j] and dmin*mn[j] as floats in memory, so each use is one broadcast load instead of a
+ * scalar int->float conversion, multiply and broadcast (which dominated the fp32 dots). */
+T_AVX2 static inline void k4_scale_floats(const ll_block_q4_K *b, float ds[8], float dm[8]) {
+    uint8_t sc[8], mn[8];
+    k4_scales_fast(b->scales, sc, mn);
+    __m256 s = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)sc)));
+    __m256 m = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)mn)));
+    _mm256_storeu_ps(ds, _mm256_mul_ps(s, _mm256_set1_ps(h2f(b->d))));
+    _mm256_storeu_ps(dm, _mm256_mul_ps(m, _mm256_set1_ps(h2f(b->dmin))));
+}
+
+/* d*scales[g] for the 16 Q6_K scale groups */
+T_AVX2 static inline void q6_scale_floats(const ll_block_q6_K *b, float ds[16]) {
+    __m128i s8 = _mm_loadu_si128((const __m128i *)b->scales);
+    __m256 d = _mm256_set1_ps(h2f(b->d));
+    _mm256_storeu_ps(ds, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(s8)), d));
+    _mm256_storeu_ps(ds + 8, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(s8, 8))), d));
+}
+
 /* ------------------------------------------------------------------ K-quant code unpacking */
 
 /* Q4_K codes of 64-element chunk c: elements 64c..64c+31 (lo), 64c+32..64c+63 (hi). */
@@ -347,18 +366,17 @@ T_AVX2 static float avx2_dot_q4_K(const void *row, const float *x, int64_t n) {
     const ll_block_q4_K *w = row;
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / LL_QK_K; b++, x += LL_QK_K) {
-        uint8_t sc[8], mn[8];
-        k4_scales_fast(w[b].scales, sc, mn);
-        float d = h2f(w[b].d), dmin = h2f(w[b].dmin);
+        float ds[8], dm[8];
+        k4_scale_floats(&w[b], ds, dm);
         _Pragma("GCC unroll 8") for (int c = 0; c < 4; c++) {
             __m256i lo, hi;
             q4k_chunk(&w[b], c, &lo, &hi);
             __m256 s0 = dot32_s8(lo, x + 64 * c, _mm256_setzero_ps());
             __m256 s1 = dot32_s8(hi, x + 64 * c + 32, _mm256_setzero_ps());
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(d * sc[2 * c]), s0, acc);
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(d * sc[2 * c + 1]), s1, acc);
-            acc = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * mn[2 * c]), sum32(x + 64 * c), acc);
-            acc = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * mn[2 * c + 1]), sum32(x + 64 * c + 32), acc);
+            acc = _mm256_fmadd_ps(_mm256_broadcast_ss(&ds[2 * c]), s0, acc);
+            acc = _mm256_fmadd_ps(_mm256_broadcast_ss(&ds[2 * c + 1]), s1, acc);
+            acc = _mm256_fnmadd_ps(_mm256_broadcast_ss(&dm[2 * c]), sum32(x + 64 * c), acc);
+            acc = _mm256_fnmadd_ps(_mm256_broadcast_ss(&dm[2 * c + 1]), sum32(x + 64 * c + 32), acc);
         }
     }
     return hsum_ps(acc);
@@ -368,19 +386,18 @@ T_AVX2 static float avx2_dot_q5_K(const void *row, const float *x, int64_t n) {
     const ll_block_q5_K *w = row;
     __m256 acc = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / LL_QK_K; b++, x += LL_QK_K) {
-        uint8_t sc[8], mn[8];
-        k4_scales_fast(w[b].scales, sc, mn);
-        float d = h2f(w[b].d), dmin = h2f(w[b].dmin);
+        float ds[8], dm[8];
+        k4_scale_floats((const ll_block_q4_K *)(const void *)&w[b], ds, dm); /* same head layout */
         __m256i qh = _mm256_loadu_si256((const __m256i *)w[b].qh);
         _Pragma("GCC unroll 8") for (int c = 0; c < 4; c++) {
             __m256i lo, hi;
             q5k_chunk(&w[b], qh, c, &lo, &hi);
             __m256 s0 = dot32_s8(lo, x + 64 * c, _mm256_setzero_ps());
             __m256 s1 = dot32_s8(hi, x + 64 * c + 32, _mm256_setzero_ps());
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(d * sc[2 * c]), s0, acc);
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(d * sc[2 * c + 1]), s1, acc);
-            acc = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * mn[2 * c]), sum32(x + 64 * c), acc);
-            acc = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * mn[2 * c + 1]), sum32(x + 64 * c + 32), acc);
+            acc = _mm256_fmadd_ps(_mm256_broadcast_ss(&ds[2 * c]), s0, acc);
+            acc = _mm256_fmadd_ps(_mm256_broadcast_ss(&ds[2 * c + 1]), s1, acc);
+            acc = _mm256_fnmadd_ps(_mm256_broadcast_ss(&dm[2 * c]), sum32(x + 64 * c), acc);
+            acc = _mm256_fnmadd_ps(_mm256_broadcast_ss(&dm[2 * c + 1]), sum32(x + 64 * c + 32), acc);
         }
     }
     return hsum_ps(acc);
@@ -397,7 +414,8 @@ T_AVX2 static float avx2_dot_q6_K(const void *row, const float *x, int64_t n) {
     __m256 acc = _mm256_setzero_ps();
     const __m256i k32 = _mm256_set1_epi8(32);
     for (int64_t b = 0; b < n / LL_QK_K; b++, x += LL_QK_K) {
-        float d = h2f(w[b].d);
+        float ds[16];
+        q6_scale_floats(&w[b], ds);
         _Pragma("GCC unroll 8") for (int h = 0; h < 2; h++) {
             __m256i q[4];
             q6k_half(&w[b], h, q);
@@ -406,8 +424,8 @@ T_AVX2 static float avx2_dot_q6_K(const void *row, const float *x, int64_t n) {
                 __m256i s = _mm256_sub_epi8(q[k], k32);
                 __m256 p0 = dot16_s8(_mm256_castsi256_si128(s), x + 32 * g);
                 __m256 p1 = dot16_s8(_mm256_extracti128_si256(s, 1), x + 32 * g + 16);
-                acc = _mm256_fmadd_ps(_mm256_set1_ps(d * (float)w[b].scales[2 * g]), p0, acc);
-                acc = _mm256_fmadd_ps(_mm256_set1_ps(d * (float)w[b].scales[2 * g + 1]), p1, acc);
+                acc = _mm256_fmadd_ps(_mm256_broadcast_ss(&ds[2 * g]), p0, acc);
+                acc = _mm256_fmadd_ps(_mm256_broadcast_ss(&ds[2 * g + 1]), p1, acc);
             }
         }
     }
@@ -706,6 +724,41 @@ T_VNNI static float vnni_dotq_q6_K(const void *row, const void *act, int64_t n) 
     return _mm512_reduce_add_ps(acc) - 32.0f * hsum_ps(acco);
 }
 
+/* ------------------------------------------------------------------ AVX-512 fp32-activation dots */
+
+/* 16 signed bytes -> 16 floats. (512-bit K-quant fp32 dots measured no faster than AVX2's:
+ * the int->float conversions then compete for two ports instead of three.) */
+T_VNNI static inline __m512 s8x16_ps(__m128i q) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)); }
+
+T_VNNI static float avx512_dot_q8_0(const void *row, const float *x, int64_t n) {
+    const ll_block_q8_0 *w = row;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t b = 0; b < n / LL_QK8_0; b++, x += 32) {
+        __m512 s = _mm512_fmadd_ps(s8x16_ps(_mm_loadu_si128((const __m128i *)w[b].qs)), _mm512_loadu_ps(x),
+                                   _mm512_mul_ps(s8x16_ps(_mm_loadu_si128((const __m128i *)(w[b].qs + 16))),
+                                                 _mm512_loadu_ps(x + 16)));
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(h2f(w[b].d)), s, acc);
+    }
+    return _mm512_reduce_add_ps(acc);
+}
+
+T_VNNI static float avx512_dot_bf16(const void *row, const float *x, int64_t n) {
+    const uint16_t *w = row;
+    __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        prefetch_ahead(w + i, 64);
+        __m512 w0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(w + i))), 16));
+        __m512 w1 = _mm512_castsi512_ps(
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(w + i + 16))), 16));
+        a0 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + i), a0);
+        a1 = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + i + 16), a1);
+    }
+    float s = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+    for (; i < n; i++) s += ll_bf16_to_f32(w[i]) * x[i];
+    return s;
+}
+
 /* ------------------------------------------------------------------ install */
 
 #define FP32_ACT(name) \
@@ -715,6 +768,7 @@ FP32_ACT(bf16)
 FP32_ACT(f16)
 FP32_ACT(mlx4)
 FP32_ACT(mlx8)
+static float avx512_dotq_bf16(const void *row, const void *act, int64_t n) { return avx512_dot_bf16(row, act, n); }
 
 int quant_x86_install(quant_kernels *k, int max_level) {
     __builtin_cpu_init();
@@ -753,6 +807,9 @@ int quant_x86_install(quant_kernels *k, int max_level) {
         k->dot_q[LL_TYPE_Q4_K] = vnni_dotq_q4_K;
         k->dot_q[LL_TYPE_Q6_K] = vnni_dotq_q6_K;
         k->dot_q[LL_TYPE_Q5_K] = vnni_dotq_q5_K;
+        k->dot[LL_TYPE_Q8_0] = avx512_dot_q8_0;
+        k->dot[LL_TYPE_BF16] = avx512_dot_bf16;
+        k->dot_q[LL_TYPE_BF16] = avx512_dotq_bf16;
         return QUANT_SIMD_AVX512;
     }
     return QUANT_SIMD_AVX2;
