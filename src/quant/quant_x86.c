@@ -9,10 +9,13 @@
  * Q8_K (maddubs: u8 codes x s8 activations -> s16 pairs, madd by the sub-block scale -> s32),
  * Q4_0/Q8_0 against Q8_0 (sign trick so maddubs sees |w| and sign-adjusted activations). The
  * K-quant mins and Q6_K's -32 offset are folded in with the activation block sums (bsums), so
- * the inner loops only handle unsigned codes.
+ * the inner loops only handle unsigned codes. With AVX-512 VNNI, the K-quant decode dots use
+ * vpdpbusd on 512-bit registers instead (see vnni_dotq_q4_K). All decode kernels prefetch the
+ * weight stream ahead of use.
  *
  * Dequantization kernels compute exactly the scalar expressions (mul then sub, no FMA), so
- * they are bit-identical to the reference; the fp32 dots differ only in summation order.
+ * they are bit-identical to the reference; the fp32 dots differ from it only by rounding
+ * (summation order, FMA), the integer dots only by the order of the final fp32 sums.
  */
 #include "quant_internal.h"
 
