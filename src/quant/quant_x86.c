@@ -21,6 +21,7 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 #define T_AVX2 __attribute__((target("avx2,fma,f16c")))
@@ -773,11 +774,16 @@ FP32_ACT(mlx4)
 FP32_ACT(mlx8)
 static float avx512_dotq_bf16(const void *row, const void *act, int64_t n) { return avx512_dot_bf16(row, act, n); }
 
+/* F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports has no "f16c". */
+static int cpu_has_f16c(void) {
+    unsigned a, b, c, d;
+    return __get_cpuid(1, &a, &b, &c, &d) && (c >> 29) & 1;
+}
+
 int quant_x86_install(quant_kernels *k, int max_level) {
     __builtin_cpu_init();
     if (max_level < QUANT_SIMD_AVX2) return QUANT_SIMD_SCALAR;
-    if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")))
-        return QUANT_SIMD_SCALAR;
+    if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c())) return QUANT_SIMD_SCALAR;
     k->dot_q[LL_TYPE_Q4_K] = avx2_dotq_q4_K;
     k->dot_q[LL_TYPE_Q5_K] = avx2_dotq_q5_K;
     k->dot_q[LL_TYPE_Q6_K] = avx2_dotq_q6_K;
