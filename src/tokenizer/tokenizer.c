@@ -563,6 +563,7 @@ ll_status tok_decode(const tok_tokenizer *t, const int32_t *ids, size_t n, unsig
     LL_ASSERT(t && out && (ids || !n));
     size_t start = out->n;
     LL_TRY(str_reserve(out, 0));
+    out->s[out->n] = 0;
     for (size_t i = 0; i < n; i++) {
         LL_TRY(check_id(t, ids[i]));
         if ((flags & TOK_DEC_SKIP_SPECIAL) && t->type[ids[i]] == TOK_TYPE_CONTROL) continue;
