@@ -359,7 +359,7 @@ typedef struct val val;
 
 struct val {
     uint8_t t;
-    uint8_t ns;      /* V_DICT: a namespace() (assignable with set ns.x) */
+    uint8_t ns;      /* V_DICT: a namespace() (assignable with set ns.x); V_LIST: a tuple (repr) */
     size_t n;        /* V_STR length */
     union {
         int64_t i;   /* V_INT, V_BOOL */
@@ -555,12 +555,13 @@ static void to_str(ctx *c, buf *b, const val *v, int repr);
 
 static void repr_seq(ctx *c, buf *b, const val *v) {
     if (v->t == V_LIST) {
-        buf_puts(c, b, "[");
+        buf_puts(c, b, v->ns ? "(" : "[");
         for (size_t i = 0; i < v->l->n; i++) {
             if (i) buf_puts(c, b, ", ");
             to_str(c, b, &v->l->v[i], 1);
         }
-        buf_puts(c, b, "]");
+        if (v->ns && v->l->n == 1) buf_puts(c, b, ",");
+        buf_puts(c, b, v->ns ? ")" : "]");
     } else {
         if (v->ns) buf_puts(c, b, "<Namespace ");
         buf_puts(c, b, "{");
@@ -840,7 +841,7 @@ static node *parse_primary(parser *P) {
     }
     if (is_op(P, "(")) {
         P->i++;
-        if (is_op(P, ")")) { P->i++; n = nnew(P, E_LIST); return n; } /* () as an empty tuple */
+        if (is_op(P, ")")) { P->i++; n = nnew(P, E_LIST); n->neg = 1; return n; } /* () */
         node *e = parse_expr(P);
         if (is_op(P, ",")) { /* tuple: behaves as a list here */
             nvec v = {0};
@@ -853,7 +854,9 @@ static node *parse_primary(parser *P) {
             e = nnew(P, E_LIST);
             e->list = v.v;
             e->nlist = v.n;
+            e->neg = 1; /* tuple */
         }
+        if (e->kind == E_BIN && e->neg == 2) e->neg = 3; /* (a < b) < c does not chain */
         expect_op(P, ")");
         return e;
     }
@@ -1050,7 +1053,10 @@ static node *parse_compare(parser *P) {
         } else {
             return n;
         }
+        int chained = n->kind == E_BIN && n->neg == 2;
         n = mkbin(P, op, n, parse_math1(P));
+        n->neg = 2;        /* a comparison: a < b < c means a < b and b < c */
+        n->c = chained ? n->a : NULL;
     }
 }
 static node *parse_not(parser *P) {
@@ -1256,7 +1262,11 @@ static node **parse_body(parser *P, int *count, const char *const *ends, const c
     for (;;) {
         tok *t = peek(P);
         if (t->type == T_EOF) {
-            if (ends) fail(P->c, LL_ERR_FORMAT, t->line, "missing '{%% %s %%}' at end of template", ends[0]);
+            if (ends) {
+                int k = 0;
+                while (ends[k + 1]) k++; /* the closing keyword is listed last */
+                fail(P->c, LL_ERR_FORMAT, t->line, "missing '{%% %s %%}' at end of template", ends[k]);
+            }
             break;
         }
         if (t->type == T_TEXT) {
@@ -1518,7 +1528,9 @@ static val items_of(rstate *R, const val *v, int line) {
         vlist *p = list_new(R->c, 2);
         list_push(R->c, p, mk_str(v->d->k[i], v->d->kn[i]));
         list_push(R->c, p, v->d->v[i]);
-        list_push(R->c, l, mk_list(p));
+        val pv = mk_list(p);
+        pv.ns = 1; /* a tuple */
+        list_push(R->c, l, pv);
     }
     return mk_list(l);
 }
@@ -2205,6 +2217,12 @@ static val eval(rstate *R, scope *S, const node *n) {
         return mk_bool(apply_test(R, n, &v, &a) != n->neg);
     }
     case E_BIN: {
+        if (n->c) { /* chained comparison: n->a is the previous link, n->a->b its right side */
+            val prev = eval(R, S, n->a);
+            if (!truthy(&prev)) return prev;
+            val a = eval(R, S, n->a->b), b = eval(R, S, n->b);
+            return binop(R, n, a, b);
+        }
         val a = eval(R, S, n->a), b = eval(R, S, n->b);
         return binop(R, n, a, b);
     }
@@ -2242,7 +2260,9 @@ static val eval(rstate *R, scope *S, const node *n) {
     case E_LIST: {
         vlist *l = list_new(c, (size_t)n->nlist);
         for (int i = 0; i < n->nlist; i++) list_push(c, l, eval(R, S, n->list[i]));
-        return mk_list(l);
+        val lv = mk_list(l);
+        lv.ns = (uint8_t)n->neg;
+        return lv;
     }
     case E_DICT: {
         vdict *d = dict_new(c);
