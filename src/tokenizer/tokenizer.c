@@ -483,6 +483,20 @@ static ll_status nfc_run(scratch *sc, const uint8_t *s, size_t n) {
     }
 }
 
+/* NFC quick check for one code point: 1 when NFC might change text containing it (a combining
+ * mark, a canonical decomposition, a character that composes with what precedes it, Hangul
+ * vowel/trailing jamo). Conservative: a 1 only costs a full NFC pass. Every code point below
+ * U+0300 is a 0, so the caller only asks for lead bytes >= 0xCC. */
+static int nfc_maybe(const uint8_t *s, int len) {
+    utf8proc_int32_t cp;
+    utf8proc_iterate(s, len, &cp);
+    if ((cp >= 0x1161 && cp <= 0x1175) || (cp >= 0x11A8 && cp <= 0x11C2)) return 1;
+    const utf8proc_property_t *p = utf8proc_get_property(cp);
+    if (p->combining_class) return 1;
+    if (p->decomp_type == 0 && p->decomp_seqindex != UINT16_MAX) return 1;
+    return p->comb_index != UINT16_MAX && (p->comb_index & 0x8000);
+}
+
 /* One segment between added tokens: valid runs are normalised and split; each maximal invalid
  * run is one piece of raw bytes. */
 static ll_status encode_segment(const tok_tokenizer *t, scratch *sc, const uint8_t *s, size_t n, tok_ids *out) {
@@ -494,7 +508,7 @@ static ll_status encode_segment(const tok_tokenizer *t, scratch *sc, const uint8
             if (s[i] < 0x80) { i++; continue; }
             int k = tok_utf8_seq_len(s + i, n - i);
             if (!k) break;
-            need_nfc |= s[i] >= 0xCC; /* every code point below U+0300 is NFC-stable on its own */
+            if (!need_nfc && s[i] >= 0xCC) need_nfc = nfc_maybe(s + i, k);
             i += (size_t)k;
         }
         if (i > a) {
