@@ -268,6 +268,27 @@ static void test_request_defaults(void **state) {
     tmpl_free(t);
 }
 
+/* OpenAI-style string arguments: refused by the Qwen3.6 template as transformers would, rendered
+ * as XML parameters once tmpl_normalize_tool_args has parsed them. */
+static void test_string_tool_arguments(void **state) {
+    (void)state;
+    tmpl *t = parse_file(tu_shared_path("reference/templates/qwen3.6-35b-a3b.chat_template.jinja"));
+    cJSON *req = cJSON_Parse("{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, {\"role\": \"assistant\", "
+                             "\"content\": \"\", \"tool_calls\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", "
+                             "\"arguments\": \"{\\\"city\\\": \\\"Paris\\\", \\\"n\\\": 2}\"}}]}]}");
+    assert_non_null(req);
+    char *out = NULL;
+    size_t n;
+    assert_int_equal(tmpl_render(t, req, NULL, &out, &n), LL_ERR_INVALID);
+    assert_string_equal(strchr(ll_errmsg(), ' ') + 1, "Can only get item pairs from a mapping.");
+    assert_int_equal(tmpl_normalize_tool_args(req), 1);
+    assert_int_equal(tmpl_render(t, req, NULL, &out, &n), LL_OK);
+    assert_non_null(strstr(out, "<tool_call>\n<function=f>\n<parameter=city>\nParis\n</parameter>\n<parameter=n>\n2\n</parameter>"));
+    ll_free(out);
+    cJSON_Delete(req);
+    tmpl_free(t);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_chat_qwen36),
@@ -278,6 +299,7 @@ int main(void) {
         cmocka_unit_test(test_parse_errors),
         cmocka_unit_test(test_render_errors),
         cmocka_unit_test(test_request_defaults),
+        cmocka_unit_test(test_string_tool_arguments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -461,7 +461,9 @@ static val from_json(ctx *c, const cJSON *j) {
     if (cJSON_IsObject(j)) {
         vdict *d = dict_new(c);
         const cJSON *e;
-        cJSON_ArrayForEach(e, j) dict_set(c, d, e->string, strlen(e->string), from_json(c, e));
+        cJSON_ArrayForEach(e, j) {
+            if (e->string) dict_set(c, d, e->string, strlen(e->string), from_json(c, e));
+        }
         return mk_dict(d);
     }
     return mk_none();
@@ -2416,7 +2418,7 @@ ll_status tmpl_render(const tmpl *t, const cJSON *request, const cJSON *vars, ch
     rstate R = {.c = &c};
     R.root = scope_new(&R, NULL);
     const cJSON *e;
-    if (cJSON_IsObject(vars)) cJSON_ArrayForEach(e, vars) scope_set(&R, R.root, e->string, from_json(&c, e));
+    if (cJSON_IsObject(vars)) cJSON_ArrayForEach(e, vars) if (e->string) scope_set(&R, R.root, e->string, from_json(&c, e));
     scope_set(&R, R.root, "messages", from_json(&c, msgs));
     const cJSON *tools = cJSON_GetObjectItemCaseSensitive(request, "tools");
     scope_set(&R, R.root, "tools", from_json(&c, tools));
@@ -2425,7 +2427,7 @@ ll_status tmpl_render(const tmpl *t, const cJSON *request, const cJSON *vars, ch
     scope_set(&R, R.root, "add_generation_prompt", mk_bool(agp ? cJSON_IsTrue(agp) : 1));
     const cJSON *kw = cJSON_GetObjectItemCaseSensitive(request, "chat_template_kwargs");
     if (kw && !cJSON_IsObject(kw) && !cJSON_IsNull(kw)) fail(&c, LL_ERR_INVALID, 0, "chat_template_kwargs must be an object");
-    if (cJSON_IsObject(kw)) cJSON_ArrayForEach(e, kw) scope_set(&R, R.root, e->string, from_json(&c, e));
+    if (cJSON_IsObject(kw)) cJSON_ArrayForEach(e, kw) if (e->string) scope_set(&R, R.root, e->string, from_json(&c, e));
     buf b = {0};
     buf_put(&c, &b, "", 0);
     exec_body(&R, R.root, t->body, t->nbody, &b);
@@ -2436,4 +2438,22 @@ ll_status tmpl_render(const tmpl *t, const cJSON *request, const cJSON *vars, ch
     *out = res;
     arena_free(c.blk);
     return LL_OK;
+}
+
+int tmpl_normalize_tool_args(cJSON *request) {
+    int k = 0;
+    cJSON *m;
+    cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(request, "messages")) {
+        cJSON *tc;
+        cJSON_ArrayForEach(tc, cJSON_GetObjectItemCaseSensitive(m, "tool_calls")) {
+            cJSON *fn = cJSON_GetObjectItemCaseSensitive(tc, "function");
+            cJSON *av = cJSON_GetObjectItemCaseSensitive(fn ? fn : tc, "arguments");
+            if (!cJSON_IsString(av)) continue;
+            cJSON *obj = cJSON_Parse(av->valuestring);
+            if (!cJSON_IsObject(obj)) { cJSON_Delete(obj); continue; }
+            cJSON_ReplaceItemInObjectCaseSensitive(fn ? fn : tc, "arguments", obj);
+            k++;
+        }
+    }
+    return k;
 }
