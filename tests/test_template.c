@@ -217,6 +217,9 @@ static void test_render_errors(void **state) {
         {"{% macro m(a) %}{% endmacro %}{{ m(1, 2) }}", "macro 'm' takes at most 1 arguments"},
         {"{% macro m() %}{{ m() }}{% endmacro %}{{ m() }}", "macro recursion too deep"},
         {"{{ 'x' * 100000000 }}", "string repetition too long"},
+        {"{% set r = range(3000) %}{% for a in r %}{% for b in r %}{% endfor %}{% endfor %}", "template runs too long"},
+        {"{% set ns = namespace(s='xxxxxxxxxxxxxxxx') %}{% for a in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+         "template needs more than 256 MiB"},
     };
     cJSON *req = cJSON_Parse("{\"messages\": []}");
     for (size_t i = 0; i < LL_ARRAY_LEN(cases); i++) {

@@ -34,7 +34,11 @@ typedef struct ctx {
     char msg[512];
     const char *name;    /* template name for messages */
     int depth;           /* recursion guard (macros, nesting) */
+    size_t mem;          /* arena bytes so far, bounded: a template must not eat the server */
+    uint64_t steps;      /* loop iterations and macro calls so far, bounded likewise */
 } ctx;
+
+enum { TMPL_MAX_MEM = 256u << 20, TMPL_MAX_STEPS = 5000000 };
 
 static _Noreturn void fail(ctx *c, ll_status st, int line, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static _Noreturn void fail(ctx *c, ll_status st, int line, const char *fmt, ...) {
@@ -53,6 +57,8 @@ static void *amalloc(ctx *c, size_t n) {
     n = (n + 15) & ~(size_t)15;
     if (!c->blk || c->blk->used + n > c->blk->cap) {
         size_t cap = LL_MAX(n, (size_t)64 * 1024);
+        if (c->mem + cap > TMPL_MAX_MEM) fail(c, LL_ERR_OVERFLOW, 0, "template needs more than %u MiB", TMPL_MAX_MEM >> 20);
+        c->mem += cap;
         arena_blk *b = ll_malloc(sizeof(arena_blk) + cap);
         if (!b) fail(c, LL_ERR_OOM, 0, "out of memory");
         b->next = c->blk;
@@ -2331,30 +2337,39 @@ static int exec_body(rstate *R, scope *S, node **body, int nb, buf *out) {
             vlist *all = iter_list(R, &it, n->line), *items = all;
             if (n->b) { /* the loop filter runs before loop.* is computed */
                 items = list_new(c, all->n);
+                scope *fs = scope_new(R, S);
                 for (size_t k = 0; k < all->n; k++) {
-                    scope *fs = scope_new(R, S);
+                    if (++c->steps > TMPL_MAX_STEPS) fail(c, LL_ERR_OVERFLOW, n->line, "template runs too long (loop iterations)");
+                    fs->vars->n = 0;
                     assign_targets(R, fs, n, all->v[k]);
                     val ok = eval(R, fs, n->b);
                     if (truthy(&ok)) list_push(c, items, all->v[k]);
                 }
             }
             size_t len = items->n;
+            /* one scope and one loop object per loop, reset each iteration: a fresh scope per
+             * iteration is the semantics, without an allocation per iteration */
+            scope *ls = scope_new(R, S);
+            vdict *lp = dict_new(c);
+            static const char *const lk[] = {"index", "index0", "revindex", "revindex0", "first", "last", "length",
+                                             "previtem", "nextitem", "depth", "depth0"};
+            for (size_t q = 0; q < LL_ARRAY_LEN(lk); q++) dict_set(c, lp, lk[q], strlen(lk[q]), mk_none());
+            val lv = mk_dict(lp);
+            lv.ns = 1; /* attributes only, no dict methods */
             for (size_t k = 0; k < len; k++) {
-                scope *ls = scope_new(R, S);
-                vdict *lp = dict_new(c);
-                dict_set(c, lp, "index", 5, mk_int((int64_t)k + 1));
-                dict_set(c, lp, "index0", 6, mk_int((int64_t)k));
-                dict_set(c, lp, "revindex", 8, mk_int((int64_t)(len - k)));
-                dict_set(c, lp, "revindex0", 9, mk_int((int64_t)(len - k - 1)));
-                dict_set(c, lp, "first", 5, mk_bool(k == 0));
-                dict_set(c, lp, "last", 4, mk_bool(k + 1 == len));
-                dict_set(c, lp, "length", 6, mk_int((int64_t)len));
-                dict_set(c, lp, "previtem", 8, k ? items->v[k - 1] : mk_undef("previtem"));
-                dict_set(c, lp, "nextitem", 8, k + 1 < len ? items->v[k + 1] : mk_undef("nextitem"));
-                dict_set(c, lp, "depth", 5, mk_int(1));
-                dict_set(c, lp, "depth0", 6, mk_int(0));
-                val lv = mk_dict(lp);
-                lv.ns = 1; /* attributes only, no dict methods */
+                if (++c->steps > TMPL_MAX_STEPS) fail(c, LL_ERR_OVERFLOW, n->line, "template runs too long (loop iterations)");
+                lp->v[0] = mk_int((int64_t)k + 1);
+                lp->v[1] = mk_int((int64_t)k);
+                lp->v[2] = mk_int((int64_t)(len - k));
+                lp->v[3] = mk_int((int64_t)(len - k - 1));
+                lp->v[4] = mk_bool(k == 0);
+                lp->v[5] = mk_bool(k + 1 == len);
+                lp->v[6] = mk_int((int64_t)len);
+                lp->v[7] = k ? items->v[k - 1] : mk_undef("previtem");
+                lp->v[8] = k + 1 < len ? items->v[k + 1] : mk_undef("nextitem");
+                lp->v[9] = mk_int(1);
+                lp->v[10] = mk_int(0);
+                ls->vars->n = 0;
                 scope_set(R, ls, "loop", lv);
                 assign_targets(R, ls, n, items->v[k]);
                 int f = exec_body(R, ls, n->list, n->nlist, out);

@@ -535,7 +535,7 @@ static size_t find_added(const tok_tokenizer *t, const uint8_t *s, size_t n, siz
             int32_t a = t->added[j];
             if ((flags & TOK_ENC_SPECIAL_AS_TEXT) && t->type[a] == TOK_TYPE_CONTROL) continue;
             uint32_t o = t->piece_off[a];
-            size_t l = strlen(t->piece + o);
+            size_t l = t->alen[j];
             if (l <= n - i && !memcmp(s + i, t->piece + o, l)) {
                 *id = a;
                 *len = l;
@@ -661,6 +661,7 @@ void tok_free(tok_tokenizer *t) {
     ll_free(t->mkey);
     ll_free(t->mval);
     ll_free(t->added);
+    ll_free(t->alen);
     ll_free(t->chat_template);
     if (t->re) pcre2_code_free(t->re);
     ll_free(t);
@@ -835,6 +836,9 @@ ll_status tok_build(const tok_spec *sp, tok_tokenizer **out) {
     for (int32_t i = 0; i < n; i++)
         if ((t->type[i] == TOK_TYPE_CONTROL || t->type[i] == TOK_TYPE_USER) && spell[i][0]) t->added[t->n_added++] = i;
     qsort_r(t->added, (size_t)t->n_added, sizeof(int32_t), cmp_added, t);
+    t->alen = ll_malloc((size_t)LL_MAX(t->n_added, 1) * sizeof(uint32_t));
+    if (!t->alen) { st = ll_err(LL_ERR_OOM, "tokenizer: out of memory"); goto done; }
+    for (int32_t j = 0; j < t->n_added; j++) t->alen[j] = (uint32_t)strlen(t->piece + t->piece_off[t->added[j]]);
     for (int c = 0, j = 0; c <= 256; c++) {
         while (j < t->n_added && (uint8_t)t->piece[t->piece_off[t->added[j]]] < c) j++;
         t->abeg[c] = (uint32_t)j;
