@@ -1841,9 +1841,10 @@ static val call_func(rstate *R, const val *f, const args *a, int line) {
         } else fail(c, LL_ERR_INVALID, line, "range() takes 1 to 3 arguments");
         if (!sp) fail(c, LL_ERR_INVALID, line, "range() step must not be zero");
         vlist *l = list_new(c, 8);
-        for (int64_t i = st; sp > 0 ? i < en : i > en; i += sp) {
+        for (int64_t i = st; sp > 0 ? i < en : i > en;) {
             if (l->n >= 1000000) fail(c, LL_ERR_OVERFLOW, line, "range() too long");
             list_push(c, l, mk_int(i));
+            if (__builtin_add_overflow(i, sp, &i)) break;
         }
         return mk_list(l);
     }
@@ -1941,13 +1942,16 @@ static val apply_filter(rstate *R, const node *n, val v, const args *a) {
     }
     if (!strcmp(f, "int")) {
         if (v.t == V_INT || v.t == V_BOOL) return mk_int(v.i);
-        if (v.t == V_FLOAT) return mk_int((int64_t)v.f);
+        if (v.t == V_FLOAT) {
+            if (!(fabs(v.f) < 9.2e18)) fail(c, LL_ERR_UNSUPPORTED, line, "float %g does not fit an integer", v.f);
+            return mk_int((int64_t)v.f);
+        }
         if (v.t == V_STR) {
             char *e, *s = astrndup(c, v.s, v.n);
             long long x = strtoll(s, &e, 10);
             if (*s && !*e) return mk_int(x);
             double d = strtod(s, &e);
-            if (*s && !*e) return mk_int((int64_t)d);
+            if (*s && !*e && fabs(d) < 9.2e18) return mk_int((int64_t)d);
         }
         return a->npos ? a->pos[0] : mk_int(0);
     }
@@ -1962,7 +1966,10 @@ static val apply_filter(rstate *R, const node *n, val v, const args *a) {
         return a->npos ? a->pos[0] : mk_float(0);
     }
     if (!strcmp(f, "abs")) {
-        if (v.t == V_INT || v.t == V_BOOL) return mk_int(v.i < 0 ? -v.i : v.i);
+        if (v.t == V_INT || v.t == V_BOOL) {
+            if (v.i == INT64_MIN) fail(c, LL_ERR_UNSUPPORTED, line, "integer overflow");
+            return mk_int(v.i < 0 ? -v.i : v.i);
+        }
         if (v.t == V_FLOAT) return mk_float(fabs(v.f));
         fail(c, LL_ERR_INVALID, line, "bad operand type for abs(): '%s'", type_name(&v));
     }
@@ -2132,8 +2139,12 @@ static val binop(rstate *R, const node *n, val a, val b) {
     double x = 0, y = 0;
     int na = num_val(&a, &x), nb = num_val(&b, &y);
     int ints = na && nb && a.t != V_FLOAT && b.t != V_FLOAT;
+    int64_t r64;
     if (!strcmp(op, "+")) {
-        if (ints) return mk_int(a.i + b.i);
+        if (ints) {
+            if (__builtin_add_overflow(a.i, b.i, &r64)) fail(c, LL_ERR_UNSUPPORTED, line, "integer overflow");
+            return mk_int(r64);
+        }
         if (na && nb) return mk_float(x + y);
         if (a.t == V_STR && b.t == V_STR) {
             char *p = amalloc(c, a.n + b.n + 1);
@@ -2161,8 +2172,13 @@ static val binop(rstate *R, const node *n, val a, val b) {
         return mk_str(bb.s ? bb.s : "", bb.n);
     }
     if (!na || !nb) fail(c, LL_ERR_INVALID, line, "unsupported operand type(s) for %s: '%s' and '%s'", op, type_name(&a), type_name(&b));
-    if (!strcmp(op, "-")) return ints ? mk_int(a.i - b.i) : mk_float(x - y);
-    if (!strcmp(op, "*")) return ints ? mk_int(a.i * b.i) : mk_float(x * y);
+    if (ints && (!strcmp(op, "-") || !strcmp(op, "*"))) {
+        if (op[0] == '-' ? __builtin_sub_overflow(a.i, b.i, &r64) : __builtin_mul_overflow(a.i, b.i, &r64))
+            fail(c, LL_ERR_UNSUPPORTED, line, "integer overflow");
+        return mk_int(r64);
+    }
+    if (!strcmp(op, "-")) return mk_float(x - y);
+    if (!strcmp(op, "*")) return mk_float(x * y);
     if (!strcmp(op, "/")) {
         if (y == 0) fail(c, LL_ERR_INVALID, line, "division by zero");
         return mk_float(x / y);
@@ -2170,6 +2186,7 @@ static val binop(rstate *R, const node *n, val a, val b) {
     if (!strcmp(op, "//") || !strcmp(op, "%")) {
         if (y == 0) fail(c, LL_ERR_INVALID, line, "integer division or modulo by zero");
         if (ints) {
+            if (a.i == INT64_MIN && b.i == -1) fail(c, LL_ERR_UNSUPPORTED, line, "integer overflow");
             int64_t q = a.i / b.i, r = a.i % b.i;
             if (r && ((r < 0) != (b.i < 0))) { q--; r += b.i; }
             return op[0] == '/' ? mk_int(q) : mk_int(r);
@@ -2180,7 +2197,10 @@ static val binop(rstate *R, const node *n, val a, val b) {
     if (!strcmp(op, "**")) {
         if (ints && b.i >= 0) {
             int64_t r = 1;
-            for (int64_t i = 0; i < b.i && i < 64; i++) r *= a.i;
+            if (a.i == 0 || a.i == 1) return mk_int(b.i == 0 ? 1 : a.i);
+            if (a.i == -1) return mk_int(b.i % 2 ? -1 : 1);
+            for (int64_t i = 0; i < b.i; i++) /* |a| >= 2: overflows within 63 steps */
+                if (__builtin_mul_overflow(r, a.i, &r)) fail(c, LL_ERR_UNSUPPORTED, line, "integer overflow");
             return mk_int(r);
         }
         return mk_float(pow(x, y));
@@ -2244,7 +2264,10 @@ static val eval(rstate *R, scope *S, const node *n) {
     }
     case E_NEG: case E_POS: {
         val a = eval(R, S, n->a);
-        if (a.t == V_INT || a.t == V_BOOL) return mk_int(n->kind == E_NEG ? -a.i : a.i);
+        if (a.t == V_INT || a.t == V_BOOL) {
+            if (n->kind == E_NEG && a.i == INT64_MIN) fail(c, LL_ERR_UNSUPPORTED, n->line, "integer overflow");
+            return mk_int(n->kind == E_NEG ? -a.i : a.i);
+        }
         if (a.t == V_FLOAT) return mk_float(n->kind == E_NEG ? -a.f : a.f);
         fail(c, LL_ERR_INVALID, n->line, "bad operand type for unary -: '%s'", type_name(&a));
     }
