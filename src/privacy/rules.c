@@ -47,11 +47,11 @@ enum { CTX_PHONE, CTX_BIRTH, CTX_ACCOUNT, CTX_SECRET, CTX_CARD, CTX_IP, CTX_USER
 
 static const char *const k_ctx_pat[CTX_N] = {
     [CTX_PHONE] = "phone|\\btel\\b|tel\\.|\\bcall\\b|mobile|\\bcell|\\bfax\\b|whatsapp|\\bsms\\b|text me|hotline|"
-                  "telefon|handy|rufnummer|t[ée]l[ée]phone|portable|appele|tel[ée]fono|m[óo]vil|llam|cellulare|chiam|"
+                  "telefon|handy|rufnummer|t[ée]l[ée]phone|portable|appele|tel[ée]fono|m[óo]vil|llam|llám|dzwo|cellulare|chiam|"
                   "telefoon|mobiel|\\bbel\\b|telefone|celular|ligue|телефон|тел\\.|моб|звон|電話|携帯|电话|手机|"
                   "전화|휴대폰|puhelin|\\btlf|numer tel|telefonnummer|mobilnummer",
     [CTX_BIRTH] = "\\bborn\\b|birth|\\bdob\\b|d\\.o\\.b|birthday|\\bdied\\b|death|passed away|geboren|geburt|"
-                  "\\bné\\b|\\bnée\\b|naissance|anniversaire|nacid|nacimiento|cumpleaños|\\bnat[oa]\\b|nascit|"
+                  "\\bné\\b|\\bnée\\b|naissance|anniversaire|\\bnac[ií]|nasc|cumpleaños|\\bnat[oa]\\b|nascit|"
                   "compleanno|geboorte|nascid|nascimento|aniversário|родил|рожден|生年月日|誕生日|生まれ|出生|生日|"
                   "생년월일|생일|태어|urodz|född|födelse|syntynyt|doğum|verstorben|décédé|falleci|deceduto",
     [CTX_ACCOUNT] = "account|\\bacct|a/c|konto|\\bcompte|cuenta|\\bconto\\b|rekening|\\bconta\\b|сч[её]т|口座|账户|账号|帳號|계좌|"
@@ -105,6 +105,8 @@ static int ck_mac(const scan_ctx *c, size_t *b, size_t *e, float *score);
 static int ck_user(const scan_ctx *c, size_t *b, size_t *e, float *score);
 static int ck_imei(const scan_ctx *c, size_t *b, size_t *e, float *score);
 
+/* characters that end a URL in CJK text (no spaces there) */
+#define NOT_CJK "\\p{Han}\\p{Hiragana}\\p{Katakana}\\p{Hangul}、。，：；！？（）「」『』【】"
 #define NAME_WORD "\\p{Lu}[\\p{Ll}'’]+(?:-\\p{Lu}[\\p{Ll}'’]+)?"
 #define NAME_2 NAME_WORD "(?:[ \\t]+(?:(?:van|von|de|da|di|del|della|der|den|le|la|du|dos|das|ter|ten|bin|al)[ \\t]+)?" NAME_WORD "){0,2}"
 #define MONTHS "(?:January|February|March|April|May|June|July|August|September|October|November|December|" \
@@ -122,33 +124,33 @@ static const rule_def k_rules[] = {
     {PII_EMAIL, 0, 0.95f, ck_email,
      "(?<![\\w.%+\\-])[\\w%+\\-](?:[\\w.%+\\-]{0,63})@(?:[\\p{L}\\p{N}][\\p{L}\\p{N}\\-]{0,62}\\.){1,8}\\p{L}{2,24}(?![\\w\\-@])"},
     /* ---- phone ---- */
-    {PII_PHONE, 0, 0.8f, ck_phone, "(?<![\\w+/.,\\-])(?:\\+|00)?\\(?\\d[\\d \\t().\\-/]{5,22}\\d(?![\\w\\-]|[.,]\\d)"},
+    {PII_PHONE, 0, 0.8f, ck_phone, "(?<![A-Za-z0-9_+/.,\\-])(?:\\+|00)?\\(?\\d[\\d \\t().\\-/]{5,22}\\d(?![A-Za-z0-9_\\-]|[.,]\\d)"},
     /* ---- URLs and private hosts ---- */
-    {PII_URL, 0, 0.8f, ck_url, "(?i)\\b(?:https?|ftp|sftp|smb|file)://[^\\s<>\"'`{}|\\\\^\\[\\]]{1,2048}"},
-    {PII_URL, 0, 0.8f, ck_url, "(?i)(?<![\\w./@-])www\\.[^\\s<>\"'`{}|\\\\^\\[\\]]{3,2048}"},
+    {PII_URL, 0, 0.8f, ck_url, "(?i)\\b(?:https?|ftp|sftp|smb|file)://[^\\s<>\"'`{}|\\\\^\\[\\]" NOT_CJK "]{1,2048}"},
+    {PII_URL, 0, 0.8f, ck_url, "(?i)(?<![A-Za-z0-9_./@-])www\\.[^\\s<>\"'`{}|\\\\^\\[\\]" NOT_CJK "]{3,2048}"},
     {PII_URL, 0, 0.75f, ck_intranet_host,
-     "(?i)(?<![\\w./@:-])(?:[a-z0-9][a-z0-9\\-]{0,62}\\.){1,6}(?:local|internal|intranet|corp|lan|localdomain|home\\.arpa|private)"
-     "(?::\\d{1,5})?(?:/[^\\s<>\"'`]{0,1024})?(?![\\w\\-])"},
-    {PII_URL, 0, 0.7f, ck_bare_ip, "(?<![\\w.:/])(?:\\d{1,3}\\.){3}\\d{1,3}(?::\\d{1,5})?(?![\\w]|\\.\\d)"},
+     "(?i)(?<![A-Za-z0-9_./@:-])(?:[a-z0-9][a-z0-9\\-]{0,62}\\.){1,6}(?:local|internal|intranet|corp|lan|localdomain|home\\.arpa|private)"
+     "(?::\\d{1,5})?(?:/[^\\s<>\"'`]{0,1024})?(?![A-Za-z0-9_\\-])"},
+    {PII_URL, 0, 0.7f, ck_bare_ip, "(?<![A-Za-z0-9_.:/])(?:\\d{1,3}\\.){3}\\d{1,3}(?::\\d{1,5})?(?![A-Za-z0-9_]|\\.\\d)"},
     /* ---- dates (only with a birth/death context) ---- */
-    {PII_DATE, 0, 0.8f, ck_date, "(?<![\\w.:/\\-])\\d{1,4}[./\\-]\\d{1,2}[./\\-]\\d{1,4}(?![\\w]|[.:/\\-]\\d)"},
-    {PII_DATE, 0, 0.8f, ck_date, "(?i)(?<![\\w])\\d{1,2}(?:st|nd|rd|th|er|º|\\.)?\\s?(?:de\\s)?" MONTHS "\\.?,?\\s(?:de\\s)?\\d{4}(?!\\w)"},
-    {PII_DATE, 0, 0.8f, ck_date, "(?i)(?<![\\w])" MONTHS "\\.?\\s\\d{1,2}(?:st|nd|rd|th)?,?\\s\\d{4}(?!\\w)"},
+    {PII_DATE, 0, 0.8f, ck_date, "(?<![A-Za-z0-9_.:/\\-])\\d{1,4}[./\\-]\\d{1,2}[./\\-]\\d{1,4}(?![A-Za-z0-9_]|[.:/\\-]\\d)"},
+    {PII_DATE, 0, 0.8f, ck_date, "(?i)(?<![A-Za-z0-9_])\\d{1,2}(?:st|nd|rd|th|er|º|\\.)?\\s?(?:de\\s)?" MONTHS "\\.?,?\\s(?:de\\s)?\\d{4}(?!\\w)"},
+    {PII_DATE, 0, 0.8f, ck_date, "(?i)(?<![A-Za-z0-9_])" MONTHS "\\.?\\s\\d{1,2}(?:st|nd|rd|th)?,?\\s\\d{4}(?!\\w)"},
     {PII_DATE, 0, 0.8f, ck_date, "\\d{4}\\s?[年년]\\s?\\d{1,2}\\s?[月월]\\s?\\d{1,2}\\s?[日일]"},
     /* ---- account numbers and national IDs ---- */
     {PII_ACCOUNT, 0, 0.95f, ck_card, "(?<![\\d\\-.])\\d(?:[ \\-]?\\d){12,18}(?![\\d\\-]|[.,]\\d)"},
-    {PII_ACCOUNT, 0, 0.95f, ck_iban, "(?<![\\w])[A-Z]{2}\\d{2}(?:[ ]?[A-Z0-9]){11,31}(?![\\w])"},
-    {PII_ACCOUNT, 0, 0.9f, ck_ssn, "(?<![\\w\\-])\\d{3}[\\- ]\\d{2}[\\- ]\\d{4}(?![\\w\\-])"},
-    {PII_ACCOUNT, 0, 0.85f, ck_nino, "(?<![\\w])[A-Z]{2}[ ]?\\d{2}[ ]?\\d{2}[ ]?\\d{2}[ ]?[A-D](?![\\w])"},
-    {PII_ACCOUNT, 0, 0.85f, ck_dni, "(?<![\\w\\-])[XYZ]?\\d{7,8}-?[A-Z](?![\\w])"},
-    {PII_ACCOUNT, 0, 0.9f, ck_cf, "(?i)(?<![\\w])[A-Z]{6}\\d{2}[A-Z]\\d{2}[A-Z]\\d{3}[A-Z](?![\\w])"},
-    {PII_ACCOUNT, 0, 0.9f, ck_nir, "(?<![\\w])[12][ ]?\\d{2}[ ]?\\d{2}[ ]?(?:\\d{2}|2[AB])[ ]?\\d{3}[ ]?\\d{3}[ ]?\\d{2}(?![\\w])"},
-    {PII_ACCOUNT, 0, 0.85f, ck_pesel, "(?<![\\w])\\d{11}(?![\\w])"},
-    {PII_ACCOUNT, 0, 0.9f, ck_cpf, "(?<![\\w.\\-])\\d{3}\\.?\\d{3}\\.?\\d{3}-?\\d{2}(?![\\w]|[.\\-]\\d)"},
-    {PII_ACCOUNT, 0, 0.9f, ck_cn_rid, "(?<![\\w])\\d{17}[\\dX](?![\\w])"},
-    {PII_ACCOUNT, 0, 0.8f, ck_bsn, "(?<![\\w.])\\d{4}\\.?\\d{2}\\.?\\d{3}(?![\\w]|\\.\\d)"},
-    {PII_ACCOUNT, 0, 0.9f, ck_se_pnr, "(?<![\\w\\-])(?:19|20)?\\d{6}[\\-+]\\d{4}(?![\\w\\-])"},
-    {PII_ACCOUNT, 0, 0.75f, ck_account_ctx, "(?<![\\w\\-./])(?=[A-Z0-9\\-/ ]{0,24}\\d)[A-Z0-9](?:[A-Z0-9]|[\\- /](?=[A-Z0-9])){4,28}(?![\\w\\-]|[./]\\w)"},
+    {PII_ACCOUNT, 0, 0.95f, ck_iban, "(?<![A-Za-z0-9_])[A-Z]{2}\\d{2}(?:[ ]?[A-Z0-9]){11,31}(?![A-Za-z0-9_])"},
+    {PII_ACCOUNT, 0, 0.9f, ck_ssn, "(?<![A-Za-z0-9_\\-])\\d{3}[\\- ]\\d{2}[\\- ]\\d{4}(?![A-Za-z0-9_\\-])"},
+    {PII_ACCOUNT, 0, 0.85f, ck_nino, "(?<![A-Za-z0-9_])[A-Z]{2}[ ]?\\d{2}[ ]?\\d{2}[ ]?\\d{2}[ ]?[A-D](?![A-Za-z0-9_])"},
+    {PII_ACCOUNT, 0, 0.85f, ck_dni, "(?<![A-Za-z0-9_\\-])[XYZ]?\\d{7,8}-?[A-Z](?![A-Za-z0-9_])"},
+    {PII_ACCOUNT, 0, 0.9f, ck_cf, "(?i)(?<![A-Za-z0-9_])[A-Z]{6}\\d{2}[A-Z]\\d{2}[A-Z]\\d{3}[A-Z](?![A-Za-z0-9_])"},
+    {PII_ACCOUNT, 0, 0.9f, ck_nir, "(?<![A-Za-z0-9_])[12][ ]?\\d{2}[ ]?\\d{2}[ ]?(?:\\d{2}|2[AB])[ ]?\\d{3}[ ]?\\d{3}[ ]?\\d{2}(?![A-Za-z0-9_])"},
+    {PII_ACCOUNT, 0, 0.85f, ck_pesel, "(?<![A-Za-z0-9_])\\d{11}(?![A-Za-z0-9_])"},
+    {PII_ACCOUNT, 0, 0.9f, ck_cpf, "(?<![A-Za-z0-9_.\\-])\\d{3}\\.?\\d{3}\\.?\\d{3}-?\\d{2}(?![A-Za-z0-9_]|[.\\-]\\d)"},
+    {PII_ACCOUNT, 0, 0.9f, ck_cn_rid, "(?<![A-Za-z0-9_])\\d{17}[\\dX](?![A-Za-z0-9_])"},
+    {PII_ACCOUNT, 0, 0.8f, ck_bsn, "(?<![A-Za-z0-9_.])\\d{4}\\.?\\d{2}\\.?\\d{3}(?![A-Za-z0-9_]|\\.\\d)"},
+    {PII_ACCOUNT, 0, 0.9f, ck_se_pnr, "(?<![A-Za-z0-9_\\-])(?:19|20)?\\d{6}[\\-+]\\d{4}(?![A-Za-z0-9_\\-])"},
+    {PII_ACCOUNT, 0, 0.75f, ck_account_ctx, "(?<![A-Za-z0-9_\\-./])(?=[A-Z0-9\\-/ ]{0,24}\\d)[A-Z0-9](?:[A-Z0-9]|[\\- /](?=[A-Z0-9])){4,28}(?![A-Za-z0-9_\\-]|[./]\\w)"},
     /* ---- secrets: known formats ---- */
     {PII_SECRET, 0, 0.99f, NULL,
      "-----BEGIN (?:[A-Z0-9]+ ){0,3}PRIVATE KEY(?: BLOCK)?-----[\\s\\S]{0,16384}?-----END (?:[A-Z0-9]+ ){0,3}PRIVATE KEY(?: BLOCK)?-----"},
@@ -192,23 +194,23 @@ static const rule_def k_rules[] = {
     {PII_ADDRESS, 0, 0.8f, NULL,
      "(?<![\\w])\\p{Lu}[\\p{L}\\-]{1,40}(?:straße|strasse|str\\.|weg|allee|platz|gasse|ring|damm|ufer|straat|laan|gracht|plein|"
      "steeg|dijk|gatan|vägen|gränd|gade|vej|veien|gata|katu|tie)(?:\\s|(?<=\\.))\\d{1,4}\\s?[a-z]?\\b"
-     "(?:,\\s(?:[A-Z]-)?\\d{4,5}(?:\\s?[A-Z]{2})?\\s\\p{Lu}[\\p{L}\\-]+(?:\\s(?:am|an der|im|bei)?\\s?\\p{Lu}[\\p{L}\\-]+)?)?"},
+     "(?:,\\s(?:(?:[A-Z]-)?\\d{4,5}(?:\\s?[A-Z]{2})?|\\d{3}\\s\\d{2})\\s\\p{Lu}[\\p{L}\\-]+(?:\\s(?:am|an der|im|bei)\\s\\p{Lu}[\\p{L}\\-]+)?)?"},
     {PII_ADDRESS, 0, 0.8f, NULL,
      "(?<![\\w])\\p{Lu}[\\p{L}\\-]{1,30}\\s(?:Straße|Strasse|Str\\.|Weg|Allee|Platz|Gasse)\\s\\d{1,4}\\s?[a-z]?\\b"
      "(?:,\\s\\d{4,5}\\s\\p{Lu}[\\p{L}\\-]+)?"},
     {PII_ADDRESS, 0, 0.8f, NULL,
      "(?i)(?<![\\w])\\d{1,4}(?:\\s?(?:bis|ter))?,?\\s(?:rue|avenue|boulevard|bd|allée|chemin|impasse|place|quai|route|cours)\\s"
-     "(?-i:[^\\n,;.!?]{2,40})(?:,\\s\\d{5}\\s\\p{Lu}[\\p{L}\\-]+(?:[ \\-]\\p{Lu}[\\p{L}\\-]+){0,2})?"},
+     "(?-i:[^\\n,;.!?]{2,40})(?:,\\s\\d{5}\\s\\p{Lu}[\\p{L}\\-]+(?:-\\p{Lu}[\\p{L}\\-]+){0,2})?"},
     {PII_ADDRESS, 0, 0.8f, NULL,
-     "(?<![\\w])(?:Calle|C/|Avenida|Avda\\.|Paseo|Plaza|Camino|Carrer|Via|Viale|Piazza|Corso|Largo|Vicolo|Rua|Travessa|Praça|Alameda)\\s"
+     "(?<![\\w])(?:Calle|C/|ul\\.|al\\.|Avenida|Avda\\.|Paseo|Plaza|Camino|Carrer|Via|Viale|Piazza|Corso|Largo|Vicolo|Rua|Travessa|Praça|Alameda)\\s"
      "(?:(?:de|del|de la|della|dei|delle|di|do|da|dos|das)\\s)?\\p{Lu}[\\p{L}'’.\\- ]{1,40}?,?\\s(?:n\\.?º?\\s?)?\\d{1,4}[a-zA-Z]?(?![\\w])"
-     "(?:,\\s(?:\\d{1,2}º?\\s?[A-Za-z]{0,3},?\\s)?(?:\\d{5}|\\d{4}-\\d{3})\\s\\p{Lu}[\\p{L}\\-]+(?:\\s\\p{Lu}[\\p{L}\\-]+){0,2})?"},
+     "(?:,\\s(?:\\d{1,2}º?\\s?[A-Za-z]{0,3},?\\s)?(?:\\d{5}|\\d{4}-\\d{3}|\\d{2}-\\d{3})\\s\\p{Lu}[\\p{L}\\-]+)?"},
     {PII_ADDRESS, 0, 0.8f, NULL,
      "(?:ул\\.|улица|пр\\.|проспект|пер\\.|переулок|наб\\.|набережная|бульвар|шоссе)\\s?\\p{Lu}[\\p{L}.\\- ]{1,30}?,?\\s?(?:д\\.\\s?)?\\d{1,4}"
      "(?:,?\\s?(?:кв\\.|корп\\.|стр\\.)\\s?\\d{1,4}){0,3}"},
     {PII_ADDRESS, 0, 0.8f, NULL,
-     "(?:〒\\s?)?(?:\\d{3}-\\d{4}\\s?)?(?:東京都|北海道|京都府|大阪府|\\p{Han}{2,3}県)\\p{Han}{1,5}[市区町村郡]"
-     "[\\p{Han}\\p{Hiragana}\\p{Katakana}ー0-9０-９\\-－]{1,30}"},
+     "(?:〒\\s?)?(?:\\d{3}-\\d{4}\\s?)?(?:東京都|北海道|京都府|大阪府|\\p{Han}{2,3}県)\\p{Han}{1,5}?[市区町村郡]"
+     "[\\p{Han}\\p{Katakana}ー]{0,10}?\\d{1,4}(?:丁目|-)\\d{1,4}(?:(?:番地?|-)\\d{1,4}号?)?"},
     {PII_ADDRESS, 0, 0.8f, NULL,
      "\\p{Han}{2,4}[省市]\\p{Han}{1,6}?[市区县]\\p{Han}{1,12}?(?:路|街|道|大道|巷)\\d{1,5}号(?:\\p{Han}{0,8}?\\d{1,5}(?:室|楼))?"},
     {PII_ADDRESS, 0, 0.8f, NULL,
@@ -238,6 +240,7 @@ static const rule_def k_rules[] = {
      "Distinti saluti|Saluti|Met vriendelijke groet|Groeten|Atenciosamente|Abraços|С уважением|Pozdrawiam|Med vänliga hälsningar|"
      "Hälsningar|Ystävällisin terveisin),?[ \\t]*\\r?\\n[ \\t]*(" NAME_2 ")(?=\\s|$)"},
     {PII_PERSON, 1, 0.9f, NULL, "(?:私の名前は|私は|わたしは)(\\p{Han}{2,4}(?:\\s?\\p{Han}{1,3})?)(?:です|と申します|といいます)"},
+    {PII_PERSON, 1, 0.75f, NULL, "(?<![\\p{Han}])(\\p{Han}{3,4})(?:さん|様|氏|先生)"},
     {PII_PERSON, 1, 0.9f, NULL, "(?:我叫|我的名字是|我是)(\\p{Han}{2,3})(?![\\p{Han}]{2})"},
     {PII_PERSON, 1, 0.9f, NULL, "(?:제 이름은|저는)\\s?(\\p{Hangul}{2,4})(?:입니다|이에요|예요|라고)"},
     {PII_PERSON, 1, 0.75f, ck_person,
@@ -448,6 +451,14 @@ static int ck_phone(const scan_ctx *c, size_t *b, size_t *e, float *score) {
         }
     }
     if (*e < c->n && (c->s[*e] == '%' || (*e + 1 < c->n && c->s[*e] == ' ' && c->s[*e + 1] == '%'))) return 0;
+    /* NANP 555-0100 .. 555-0199 are reserved for fiction and examples */
+    {
+        char dg[16];
+        int k = 0;
+        for (size_t i = 0; i < n && k < 15; i++)
+            if (isdigit((unsigned char)s[i])) dg[k++] = s[i];
+        if (k >= 7 && !memcmp(dg + k - 7, "55501", 5)) return 0;
+    }
     int ctx = has_ctx(c, CTX_PHONE, *b, *e, 40, 0);
     int nanp = g == 3 && lens[0] == 3 && lens[1] == 3 && lens[2] == 4 && (dash || space || s[0] == '(') && !slash;
     int national = s[0] == '0' && s[1] != '0' && nd >= 9 && nd <= 12 && g >= 2 && (space || dash || slash || dots) && !(g == 2 && lens[0] >= 5);
@@ -727,13 +738,26 @@ static int ck_account_ctx(const scan_ctx *c, size_t *b, size_t *e, float *score)
     int rc = pcre2_match(g_ctx[CTX_ACCOUNT], (PCRE2_SPTR)(c->s + lo), *b - lo, 0, PCRE2_NO_UTF_CHECK, c->md, c->mc);
     if (rc <= 0) return 0;
     PCRE2_SIZE *ov = pcre2_get_ovector_pointer(c->md);
-    /* between the context word and the value: only label characters (no sentence in between) */
+    /* between the context word and the value only a label may stand ("number", "Nr.", "is",
+     * "#", ":"): "tax 6% included), order #123" is not a tax number */
     size_t gap_lo = lo + ov[1];
-    for (size_t i = gap_lo; i < *b; i++) {
-        unsigned char ch = (unsigned char)c->s[i];
-        if (ch == '\n' || (ch == '.' && i + 1 < *b && c->s[i + 1] == ' ' && i + 2 < *b)) return 0;
-    }
     if (*b - gap_lo > 24) return 0;
+    static const char *const label_words[] = {"number", "numbers", "no", "nr", "num", "nummer", "numéro", "número", "numero",
+                                              "номер", "id", "is", "ist", "est", "es", "è", "é", "to", "code", "holder",
+                                              "s", "er", "ens", "e", "o", "a", "de", "del", "di", "van", "der"};
+    size_t i = gap_lo;
+    while (i < *b) {
+        unsigned char ch = (unsigned char)c->s[i];
+        if (ch && strchr(" \t:#.-=()'", ch)) { i++; continue; }
+        size_t w = i;
+        while (w < *b && (isalpha((unsigned char)c->s[w]) || (unsigned char)c->s[w] >= 0x80)) w++;
+        if (w == i) return 0;
+        int ok = 0;
+        for (size_t k = 0; k < LL_ARRAY_LEN(label_words); k++)
+            if (w - i == strlen(label_words[k]) && !strncasecmp(c->s + i, label_words[k], w - i)) ok = 1;
+        if (!ok) return 0;
+        i = w;
+    }
     if (is_placeholder(s, n)) return 0;
     return 1;
 }
@@ -763,6 +787,12 @@ static int ck_key_value(const scan_ctx *c, size_t *b, size_t *e, float *score) {
     size_t n = *e - *b;
     while (n && strchr(".)]}>", s[n - 1])) n--, (*e)--;
     if (n < 6) return 0;
+    /* "token=..." inside a URL query belongs to the URL (private_url), not a bare secret */
+    for (size_t k = *b; k > 0 && *b - k < 512; k--) {
+        char ch = c->s[k - 1];
+        if (ch == ' ' || ch == '\n' || ch == '\t' || ch == '"' || ch == '\'') break;
+        if (ch == '?' || ch == '&') return 0;
+    }
     if (is_placeholder(s, n)) return 0;
     /* a value that is a plain word or a code reference (config.password, getPassword()) is not a secret */
     int up = 0, lo = 0, dg = 0, sym = 0;
@@ -814,10 +844,39 @@ static int ck_entropy(const scan_ctx *c, size_t *b, size_t *e, float *score) {
     return 1;
 }
 
+/* The value after an "Address:" label runs to the end of the line; cut it after the last house
+ * number, or after the postcode and city that follow it, and before a new "Label:". */
 static int ck_trim_value(const scan_ctx *c, size_t *b, size_t *e, float *score) {
-    while (*e > *b && strchr(" \t\r.;", c->s[*e - 1])) (*e)--;
-    int nd = count_digits(c->s + *b, *e - *b);
-    return *e - *b >= 6 && nd >= 1 && !is_placeholder(c->s + *b, *e - *b);
+    const char *s = c->s;
+    size_t i = *b, best_end = 0;
+    int tokens = 0, last_postcode = 0, numbers = 0;
+    while (i < *e && tokens < 14) {
+        while (i < *e && s[i] == ' ') i++;
+        size_t w = i;
+        while (w < *e && s[w] != ' ') w++;
+        if (w == i) break;
+        if (s[w - 1] == ':') break; /* the next "Label:" */
+        int nd = count_digits(s + i, w - i);
+        size_t t = w;
+        while (t > i && strchr(",.;", s[t - 1])) t--;
+        if (nd) {
+            best_end = t;
+            /* a number after the house number is a postcode; a city may follow it */
+            last_postcode = ++numbers >= 2;
+        } else if (best_end && last_postcode && (unsigned char)s[i] >= 0x80 ? 1 : (best_end && last_postcode && isupper((unsigned char)s[i]))) {
+            /* the city after a postcode (after a two-letter suffix too: 1012 AB Amsterdam) */
+            best_end = t;
+            if (!(w - i == 2 && isupper((unsigned char)s[i]) && isupper((unsigned char)s[i + 1]))) last_postcode = 0;
+            if (t < w) break;
+        } else if (best_end) {
+            break;
+        }
+        tokens++;
+        i = w;
+    }
+    if (!best_end) return 0;
+    *e = best_end;
+    return *e - *b >= 6 && !is_placeholder(c->s + *b, *e - *b);
 }
 
 static int ck_person(const scan_ctx *c, size_t *b, size_t *e, float *score) {
