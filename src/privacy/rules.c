@@ -122,7 +122,7 @@ static int ck_imei(const scan_ctx *c, size_t *b, size_t *e, float *score);
 static const rule_def k_rules[] = {
     /* ---- e-mail ---- */
     {PII_EMAIL, 0, 0.95f, ck_email,
-     "(?<![\\w.%+\\-])[\\w%+\\-](?:[\\w.%+\\-]{0,63})@(?:[\\p{L}\\p{N}][\\p{L}\\p{N}\\-]{0,62}\\.){1,8}\\p{L}{2,24}(?![\\w\\-@])"},
+     "(?<![\\p{Latin}\\p{N}_.%+\\-])[\\p{Latin}\\p{N}_%+\\-](?:[\\p{Latin}\\p{N}_.%+\\-]{0,63})@(?:[\\p{Latin}\\p{N}][\\p{Latin}\\p{N}\\-]{0,62}\\.){1,8}\\p{Latin}{2,24}(?![\\p{Latin}\\p{N}_\\-@])"},
     /* ---- phone ---- */
     {PII_PHONE, 0, 0.8f, ck_phone, "(?<![A-Za-z0-9_+/.,\\-])(?:\\+|00)?\\(?\\d[\\d \\t().\\-/]{5,22}\\d(?![A-Za-z0-9_\\-]|[.,]\\d)"},
     /* ---- URLs and private hosts ---- */
@@ -181,7 +181,7 @@ static const rule_def k_rules[] = {
      "(?i)(?:password|passwd|pwd|pass|secret|token|api[_ \\-]?key|apikey|access[_ \\-]?key|secret[_ \\-]?key|private[_ \\-]?key|"
      "client[_ \\-]?secret|auth[_ \\-]?token|credentials?|passwort|kennwort|mot de passe|contraseña|clave|password d'accesso|"
      "wachtwoord|senha|пароль|パスワード|密码|密碼|비밀번호|salasana|hasło|lösenord)[\\w\\-]{0,20}[\"']?[ \\t]{0,4}"
-     "(?:[:=]|=>|:=|\\bis\\b|\\bist\\b|\\best\\b|\\bes\\b|è|：)[ \\t]{0,4}[\"'`]?([^\\s\"'`,;]{4,512})"},
+     "(?:[:=]|=>|:=|\\bis\\b|\\bist\\b|\\best\\b|\\bes\\b|è|：)[ \\t]{0,4}[\"'`]?([^\\s\"'`,;" NOT_CJK "]{4,512})"},
     {PII_SECRET, 0, 0.7f, ck_entropy, "(?<![\\w+/=\\-.])[A-Za-z0-9+/_\\-]{20,512}={0,2}(?![\\w+/=\\-]|\\.\\w)"},
     /* ---- addresses ---- */
     {PII_ADDRESS, 0, 0.8f, NULL,
@@ -212,7 +212,7 @@ static const rule_def k_rules[] = {
      "(?:〒\\s?)?(?:\\d{3}-\\d{4}\\s?)?(?:東京都|北海道|京都府|大阪府|\\p{Han}{2,3}県)\\p{Han}{1,5}?[市区町村郡]"
      "[\\p{Han}\\p{Katakana}ー]{0,10}?\\d{1,4}(?:丁目|-)\\d{1,4}(?:(?:番地?|-)\\d{1,4}号?)?"},
     {PII_ADDRESS, 0, 0.8f, NULL,
-     "\\p{Han}{2,4}[省市]\\p{Han}{1,6}?[市区县]\\p{Han}{1,12}?(?:路|街|道|大道|巷)\\d{1,5}号(?:\\p{Han}{0,8}?\\d{1,5}(?:室|楼))?"},
+     "(?:(?:北京|上海|天津|重庆)市|(?:广东|江苏|浙江|山东|河南|四川|湖北|湖南|河北|福建|安徽|辽宁|陕西|江西|云南|山西|贵州|黑龙江|吉林|甘肃|海南|青海|台湾)省)\\p{Han}{1,6}?[市区县]\\p{Han}{1,12}?(?:路|街|道|大道|巷)\\d{1,5}号(?:\\p{Han}{0,8}?\\d{1,5}(?:室|楼))?"},
     {PII_ADDRESS, 0, 0.8f, NULL,
      "(?:서울|부산|대구|인천|광주|대전|울산|세종|경기|강원|충북|충남|전북|전남|경북|경남|제주)\\p{Hangul}{0,5}\\s\\p{Hangul}{1,6}[시군구]"
      "(?:\\s\\p{Hangul}{1,6}[시군구])?\\s\\p{Hangul}{1,10}(?:로|길|동)\\s?\\d{1,4}(?:-\\d{1,4})?"},
@@ -260,7 +260,7 @@ static const rule_def k_rules[] = {
     {PII_OTHER, 0, 0.6f, ck_mac, "(?i)(?<![\\w:\\-])[0-9a-f]{2}(?:[:\\-][0-9a-f]{2}){5}(?![\\w:\\-])"},
     {PII_OTHER, 1, 0.7f, ck_user,
      "(?i)(?:username|user name|user|login|benutzername|benutzer|nom d'utilisateur|identifiant|usuario|utente|gebruikersnaam|"
-     "usuário|логин|ユーザー名|用户名|사용자명|아이디|handle)\\s?[:=：]\\s?@?([\\p{L}\\p{N}._\\-]{3,40})"},
+     "usuário|логин|ユーザー名|用户名|사용자명|아이디|handle|användarnamn|brukernavn|käyttäjätunnus|nazwa użytkownika)\\s?[:=：]\\s?@?([\\p{Latin}\\p{Cyrillic}\\p{N}._\\-]{3,40})"},
     {PII_OTHER, 0, 0.8f, ck_imei, "(?<![\\w])\\d{15}(?![\\w])"},
 };
 
@@ -444,7 +444,7 @@ static int ck_phone(const scan_ctx *c, size_t *b, size_t *e, float *score) {
     if (*b > 0) {
         size_t p = *b;
         while (p > 0 && c->s[p - 1] == ' ') p--;
-        if (p > 0 && strchr("$€£¥#№", c->s[p - 1])) return 0;
+        if (p > 0 && (c->s[p - 1] == '$' || c->s[p - 1] == '#')) return 0;
         if (p >= 2 && (unsigned char)c->s[p - 1] >= 0x80) { /* multi-byte currency signs */
             if (p >= 3 && (!memcmp(c->s + p - 3, "€", 3) || !memcmp(c->s + p - 3, "₹", 3) || !memcmp(c->s + p - 3, "₽", 3))) return 0;
             if (!memcmp(c->s + p - 2, "£", 2) || !memcmp(c->s + p - 2, "¥", 2)) return 0;
@@ -622,7 +622,7 @@ static int ck_bare_ip(const scan_ctx *c, size_t *b, size_t *e, float *score) {
 static int ck_date(const scan_ctx *c, size_t *b, size_t *e, float *score) {
     const char *s = c->s + *b;
     size_t n = *e - *b;
-    if (isdigit((unsigned char)s[0])) {
+    if (isdigit((unsigned char)s[0]) && strpbrk(s, "./-") && (size_t)(strpbrk(s, "./-") - s) < n) {
         int lens[4];
         int g = digit_groups(s, n, lens, 4);
         if (g == 3 && !memchr(s, ' ', n)) {
@@ -848,6 +848,27 @@ static int ck_entropy(const scan_ctx *c, size_t *b, size_t *e, float *score) {
  * number, or after the postcode and city that follow it, and before a new "Label:". */
 static int ck_trim_value(const scan_ctx *c, size_t *b, size_t *e, float *score) {
     const char *s = c->s;
+    if ((unsigned char)s[*b] >= 0xE3) {
+        /* CJK: no spaces. The address ends where a CJK character follows its last number run
+         * (house numbers: 1丁目2-3, 982号, 12室) */
+        static const char *const suffix[] = {"丁目", "番地", "番", "号", "室", "楼", "階", "층", "호", "번지", "-", "－"};
+        int in_num = 0;
+        size_t i = *b;
+        while (i < *e) {
+            unsigned char ch = (unsigned char)s[i];
+            if (isdigit(ch)) { in_num = 1; i++; continue; }
+            size_t k = 0;
+            for (; k < LL_ARRAY_LEN(suffix); k++)
+                if (!strncmp(s + i, suffix[k], strlen(suffix[k]))) break;
+            if (in_num && k < LL_ARRAY_LEN(suffix)) { i += strlen(suffix[k]); continue; }
+            if (in_num || ch == ' ') break;
+            int l = pii_utf8_len((const unsigned char *)s + i, *e - i);
+            i += l ? (size_t)l : 1;
+        }
+        if (!in_num) return 0;
+        *e = i;
+        return 1;
+    }
     size_t i = *b, best_end = 0;
     int tokens = 0, last_postcode = 0, numbers = 0;
     while (i < *e && tokens < 14) {
