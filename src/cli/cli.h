@@ -9,6 +9,9 @@ int cmd_logits(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 int cmd_template(int argc, char **argv);
+int cmd_scan(int argc, char **argv);
+int cmd_mask(int argc, char **argv);
+int cmd_unmask(int argc, char **argv);
 
 /* Prints "lilac <cmd>: <msg>" to stderr and returns 1 (the exit status for runtime errors). */
 int cli_fail(const char *cmd, const char *msg);

@@ -16,6 +16,9 @@ static const struct {
     {"tokenize", cmd_tokenize, "print the token ids (or strings) of stdin as a JSON array"},
     {"detokenize", cmd_detokenize, "print the text of a JSON array of token ids"},
     {"template", cmd_template, "render a chat template for an OpenAI-style request"},
+    {"scan", cmd_scan, "find personal data and secrets in a text (spans, sensitivity)"},
+    {"mask", cmd_mask, "replace personal data with numbered placeholders (--map saves the mapping)"},
+    {"unmask", cmd_unmask, "restore placeholders from a --map file"},
 };
 
 int cli_fail(const char *cmd, const char *msg) {
