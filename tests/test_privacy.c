@@ -477,6 +477,94 @@ static void test_model_windows(void **st) {
     pii_model_free(&m);
 }
 
+/* pii_model_scan_text: a byte-level BPE tokenizer whose ids fit pii-tiny's 512-token vocabulary
+ * (256 byte tokens + a few merges), so text goes through real tokenization and offset mapping. */
+static int put_utf8(char *s, uint32_t cp) {
+    if (cp < 0x80) { s[0] = (char)cp; return 1; }
+    s[0] = (char)(0xC0 | (cp >> 6));
+    s[1] = (char)(0x80 | (cp & 0x3F));
+    return 2;
+}
+
+static void test_model_scan_text(void **st) {
+    (void)st;
+    pii_model m;
+    if (pii_model_load(&m, tu_shared_path("fixtures/pii-tiny"), NULL, 2)) fail_msg("%s", ll_errmsg());
+    char *toks[300];
+    int n = 0, k = 0;
+    for (int b = 0; b < 256; b++) { /* GPT-2 byte-to-unicode: printable bytes stand for themselves */
+        int keep = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+        char s[4];
+        s[put_utf8(s, keep ? (uint32_t)b : (uint32_t)(256 + k++))] = 0;
+        toks[n++] = strdup(s);
+    }
+    const char *extra[] = {"an", "na", "anna", "we", "web", "\xc4\xa0m", "\xc4\xa0ma"}; /* "Ġm" = " m" */
+    for (size_t i = 0; i < LL_ARRAY_LEN(extra); i++) toks[n++] = strdup(extra[i]);
+    const char *merges[] = {"a n", "n a", "an na", "w e", "we b", "\xc4\xa0 m", "\xc4\xa0m a"};
+    tok_spec sp = {.tokens = (const char *const *)toks, .n_tokens = n, .merges = merges, .n_merges = 7,
+                   .split_regex = tok_pre_regex("qwen2"), .nfc = 0};
+    tok_tokenizer *tok;
+    assert_int_equal(tok_build(&sp, &tok), LL_OK);
+    const char *text = "Hi anna, \xf0\x9f\x98\x80 mail anna@web.de now \xc3\xa9t\xc3\xa9 ";
+    size_t tn = strlen(text);
+    pii_spans s = {0};
+    float sens = -1;
+    assert_int_equal(pii_model_scan_text(&m, tok, text, tn, 0, &s, &sens), LL_OK);
+    assert_true(sens >= 0 && sens <= 1);
+    print_message("%zu model spans over %zu bytes\n", s.n, tn);
+    assert_true(s.n > 0); /* random weights tag nearly everything (see the golden tags) */
+    for (size_t i = 0; i < s.n; i++) {
+        const pii_span *p = &s.v[i];
+        assert_true(p->bstart >= 0 && p->bstart < p->bend && p->bend <= (int64_t)tn);
+        /* whole characters, no edge whitespace */
+        assert_true(((unsigned char)text[p->bstart] & 0xC0) != 0x80);
+        assert_true(p->bend == (int64_t)tn || ((unsigned char)text[p->bend] & 0xC0) != 0x80);
+        assert_true(text[p->bstart] != ' ' && text[p->bend - 1] != ' ');
+    }
+    /* the offsets agree with the tokens: same spans as scanning the ids with offsets computed
+     * by decoding each token on its own */
+    tok_ids ids = {0};
+    assert_int_equal(tok_encode(tok, text, tn, TOK_ENC_SPECIAL_AS_TEXT | TOK_ENC_ADDED_AS_TEXT, &ids), LL_OK);
+    int64_t *tb = malloc(sizeof(int64_t) * ids.n), *te = malloc(sizeof(int64_t) * ids.n), pos = 0;
+    int merged = 0;
+    for (size_t i = 0; i < ids.n; i++) {
+        tok_str one = {0};
+        assert_int_equal(tok_decode(tok, &ids.ids[i], 1, TOK_DEC_RAW, &one), LL_OK);
+        assert_memory_equal(one.s, text + pos, one.n);
+        merged |= one.n > 1;
+        tb[i] = pos;
+        pos += (int64_t)one.n;
+        te[i] = pos;
+        tok_str_free(&one);
+    }
+    assert_int_equal(pos, (int64_t)tn);
+    assert_true(merged);
+    pii_spans s2 = {0};
+    assert_int_equal(pii_model_scan_tokens(&m, text, tn, ids.ids, tb, te, (int)ids.n, 0, &s2, NULL), LL_OK);
+    assert_int_equal(s2.n, s.n);
+    for (size_t i = 0; i < s.n; i++) {
+        assert_int_equal(s.v[i].bstart, s2.v[i].bstart);
+        assert_int_equal(s.v[i].bend, s2.v[i].bend);
+    }
+    /* and the combined scan resolves rules + model into sorted, disjoint spans with cp offsets */
+    pii_spans all = {0};
+    assert_int_equal(pii_scan(text, tn, &m, tok, &all, &sens), LL_OK);
+    int64_t ncp = pii_cp_count(text, tn);
+    for (size_t i = 0; i < all.n; i++) {
+        assert_true(all.v[i].start < all.v[i].end && all.v[i].end <= ncp);
+        if (i) assert_true(all.v[i].bstart >= all.v[i - 1].bend);
+    }
+    pii_spans_free(&all);
+    pii_spans_free(&s2);
+    pii_spans_free(&s);
+    free(tb);
+    free(te);
+    tok_ids_free(&ids);
+    tok_free(tok);
+    for (int i = 0; i < n; i++) free(toks[i]);
+    pii_model_free(&m);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_validators),
@@ -490,6 +578,7 @@ int main(void) {
         cmocka_unit_test(test_unmask_stream_split),
         cmocka_unit_test(test_policy),
         cmocka_unit_test(test_model_windows),
+        cmocka_unit_test(test_model_scan_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -56,6 +56,9 @@ ll_status pii_model_scan_tokens(pii_model *m, const char *text, size_t n, const 
                 int64_t bs = tb[start + t], be = te[start + e];
                 if (bs < 0) bs = 0;
                 if (be > (int64_t)n) be = (int64_t)n;
+                /* byte-level tokens can split a character: widen to whole characters */
+                while (bs > 0 && ((unsigned char)text[bs] & 0xC0) == 0x80) bs--;
+                while (be < (int64_t)n && ((unsigned char)text[be] & 0xC0) == 0x80) be++;
                 /* leading and trailing whitespace is not part of the value */
                 while (bs < be) { int w = is_space_at(text, n, (size_t)bs); if (!w) break; bs += w; }
                 while (be > bs && isspace((unsigned char)text[be - 1])) be--;
