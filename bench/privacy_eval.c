@@ -2,7 +2,10 @@
  * privacy_eval.c — evaluation of the privacy detectors on the synthetic labelled set written by
  * bench/privacy_gen.py, and the scan-time bound on MB-sized and pathological inputs.
  *
- *   build/bench/privacy_eval SET.jsonl [--md OUT.md] [--errors N]
+ *   build/bench/privacy_eval SET.jsonl [--md OUT.md] [--errors N] [--pii-model DIR]
+ *
+ * With --pii-model (a PII-Tracer checkpoint directory with its tokenizer) the scan is rules +
+ * model (pii_scan); otherwise rules alone.
  *
  * Metrics (per category, character level, summed over all documents): a code point counts as a
  * true positive when gold and prediction give it the same category, a false positive when the
@@ -17,6 +20,7 @@
 
 #include "base/mapfile.h"
 #include "privacy/privacy.h"
+#include "privacy/scan.h"
 
 typedef struct {
     double tp[PII_N_CAT], fp[PII_N_CAT], fn[PII_N_CAT];
@@ -51,11 +55,18 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: privacy_eval SET.jsonl [--md OUT.md] [--errors N]\n");
         return 2;
     }
-    const char *md_path = NULL;
+    const char *md_path = NULL, *model_dir = NULL;
     int show_errors = 0;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--md") && i + 1 < argc) md_path = argv[++i];
         else if (!strcmp(argv[i], "--errors") && i + 1 < argc) show_errors = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--pii-model") && i + 1 < argc) model_dir = argv[++i];
+    }
+    pii_model model;
+    tok_tokenizer *tok = NULL;
+    if (model_dir && (pii_model_load(&model, model_dir, NULL, 0) || tok_load_file(model_dir, &tok))) {
+        fprintf(stderr, "privacy_eval: %s\n", ll_errmsg());
+        return 1;
     }
     char *data;
     size_t len;
@@ -93,7 +104,7 @@ int main(int argc, char **argv) {
             if (g.label >= 0) pii_spans_push(&gold, g);
         }
         double t0 = ll_time_sec();
-        if (pii_rules_scan(text, n, &pred)) { fprintf(stderr, "scan %s: %s\n", id, ll_errmsg()); return 1; }
+        if (model_dir ? pii_scan(text, n, &model, tok, &pred, NULL) : pii_rules_scan(text, n, &pred)) { fprintf(stderr, "scan %s: %s\n", id, ll_errmsg()); return 1; }
         total_time += ll_time_sec() - t0;
         total_bytes += n;
         int64_t ncp = pii_cp_count(text, n);
@@ -158,7 +169,8 @@ int main(int argc, char **argv) {
         fprintf(md, "Set: `bench/privacy_gen.py` (default seed), %d documents in 13 languages, %d of them clean "
                     "hard negatives. Character-level metrics; FP0 = clean documents with any finding.\n"
                     "Reproduce with `make bench-privacy`.\n\n", S.docs, S.clean_docs);
-        fprintf(md, "## Rules alone\n\n| category | precision | recall | F1 | gold chars |\n|---|---|---|---|---|\n");
+        fprintf(md, "## %s\n\n", model_dir ? "Rules + model" : "Rules alone");
+        fprintf(md, "| category | precision | recall | F1 | gold chars |\n|---|---|---|---|---|\n");
     }
     printf("%-16s %9s %9s %9s %10s\n", "category", "precision", "recall", "F1", "gold chars");
     double ttp = 0, tfp = 0, tfn = 0;
@@ -226,5 +238,9 @@ int main(int argc, char **argv) {
     free(gl);
     free(pl);
     ll_free(data);
+    if (model_dir) {
+        pii_model_free(&model);
+        tok_free(tok);
+    }
     return 0;
 }
