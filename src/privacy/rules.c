@@ -39,6 +39,10 @@ typedef struct rule_def {
     float score;
     rule_check check; /* NULL: accept */
     const char *pat;
+    /* Prefilter: '|'-separated literals of which the text must contain one for the rule to run
+     * at all (NULL: always run). Most texts hold no "-----BEGIN " or "ghp_", and skipping a
+     * rule is cheaper than a JIT pass over the whole text. */
+    const char *need;
 } rule_def;
 
 /* ---- context words (caseless, matched as plain alternations) ---- */
@@ -122,67 +126,67 @@ static int ck_imei(const scan_ctx *c, size_t *b, size_t *e, float *score);
 static const rule_def k_rules[] = {
     /* ---- e-mail ---- */
     {PII_EMAIL, 0, 0.95f, ck_email,
-     "(?<![\\p{Latin}\\p{N}_.%+\\-])[\\p{Latin}\\p{N}_%+\\-](?:[\\p{Latin}\\p{N}_.%+\\-]{0,63})@(?:[\\p{Latin}\\p{N}][\\p{Latin}\\p{N}\\-]{0,62}\\.){1,8}\\p{Latin}{2,24}(?![\\p{Latin}\\p{N}_\\-@])"},
+     "(?<![\\p{Latin}\\p{N}_.%+\\-])[\\p{Latin}\\p{N}_%+\\-](?:[\\p{Latin}\\p{N}_.%+\\-]{0,63})@(?:[\\p{Latin}\\p{N}][\\p{Latin}\\p{N}\\-]{0,62}\\.){1,8}\\p{Latin}{2,24}(?![\\p{Latin}\\p{N}_\\-@])", NULL},
     /* ---- phone ---- */
-    {PII_PHONE, 0, 0.8f, ck_phone, "(?<![A-Za-z0-9_+/.,\\-])(?:\\+|00)?\\(?\\d[\\d \\t().\\-/]{5,22}\\d(?![A-Za-z0-9_\\-]|[.,]\\d)"},
+    {PII_PHONE, 0, 0.8f, ck_phone, "(?<![A-Za-z0-9_+/.,\\-])(?:\\+|00)?\\(?\\d[\\d \\t().\\-/]{5,22}\\d(?![A-Za-z0-9_\\-]|[.,]\\d)", NULL},
     /* ---- URLs and private hosts ---- */
-    {PII_URL, 0, 0.8f, ck_url, "(?i)\\b(?:https?|ftp|sftp|smb|file)://[^\\s<>\"'`{}|\\\\^\\[\\]" NOT_CJK "]{1,2048}"},
-    {PII_URL, 0, 0.8f, ck_url, "(?i)(?<![A-Za-z0-9_./@-])www\\.[^\\s<>\"'`{}|\\\\^\\[\\]" NOT_CJK "]{3,2048}"},
+    {PII_URL, 0, 0.8f, ck_url, "(?i)\\b(?:https?|ftp|sftp|smb|file)://[^\\s<>\"'`{}|\\\\^\\[\\]" NOT_CJK "]{1,2048}", "://"},
+    {PII_URL, 0, 0.8f, ck_url, "(?i)(?<![A-Za-z0-9_./@-])www\\.[^\\s<>\"'`{}|\\\\^\\[\\]" NOT_CJK "]{3,2048}", "www.|WWW."},
     {PII_URL, 0, 0.75f, ck_intranet_host,
      "(?i)(?<![A-Za-z0-9_./@:-])(?:[a-z0-9][a-z0-9\\-]{0,62}\\.){1,6}(?:local|internal|intranet|corp|lan|localdomain|home\\.arpa|private)"
-     "(?::\\d{1,5})?(?:/[^\\s<>\"'`]{0,1024})?(?![A-Za-z0-9_\\-])"},
-    {PII_URL, 0, 0.7f, ck_bare_ip, "(?<![A-Za-z0-9_.:/])(?:\\d{1,3}\\.){3}\\d{1,3}(?::\\d{1,5})?(?![A-Za-z0-9_]|\\.\\d)"},
+     "(?::\\d{1,5})?(?:/[^\\s<>\"'`]{0,1024})?(?![A-Za-z0-9_\\-])", NULL},
+    {PII_URL, 0, 0.7f, ck_bare_ip, "(?<![A-Za-z0-9_.:/])(?:\\d{1,3}\\.){3}\\d{1,3}(?::\\d{1,5})?(?![A-Za-z0-9_]|\\.\\d)", NULL},
     /* ---- dates (only with a birth/death context) ---- */
-    {PII_DATE, 0, 0.8f, ck_date, "(?<![A-Za-z0-9_.:/\\-])\\d{1,4}[./\\-]\\d{1,2}[./\\-]\\d{1,4}(?![A-Za-z0-9_]|[.:/\\-]\\d)"},
-    {PII_DATE, 0, 0.8f, ck_date, "(?i)(?<![A-Za-z0-9_])\\d{1,2}(?:st|nd|rd|th|er|º|\\.)?\\s?(?:de\\s)?" MONTHS "\\.?,?\\s(?:de\\s)?\\d{4}(?!\\w)"},
-    {PII_DATE, 0, 0.8f, ck_date, "(?i)(?<![A-Za-z0-9_])" MONTHS "\\.?\\s\\d{1,2}(?:st|nd|rd|th)?,?\\s\\d{4}(?!\\w)"},
-    {PII_DATE, 0, 0.8f, ck_date, "\\d{4}\\s?[年년]\\s?\\d{1,2}\\s?[月월]\\s?\\d{1,2}\\s?[日일]"},
+    {PII_DATE, 0, 0.8f, ck_date, "(?<![A-Za-z0-9_.:/\\-])\\d{1,4}[./\\-]\\d{1,2}[./\\-]\\d{1,4}(?![A-Za-z0-9_]|[.:/\\-]\\d)", NULL},
+    {PII_DATE, 0, 0.8f, ck_date, "(?i)(?<![A-Za-z0-9_])\\d{1,2}(?:st|nd|rd|th|er|º|\\.)?\\s?(?:de\\s)?" MONTHS "\\.?,?\\s(?:de\\s)?\\d{4}(?!\\w)", NULL},
+    {PII_DATE, 0, 0.8f, ck_date, "(?i)(?<![A-Za-z0-9_])" MONTHS "\\.?\\s\\d{1,2}(?:st|nd|rd|th)?,?\\s\\d{4}(?!\\w)", NULL},
+    {PII_DATE, 0, 0.8f, ck_date, "\\d{4}\\s?[年년]\\s?\\d{1,2}\\s?[月월]\\s?\\d{1,2}\\s?[日일]", "年|년"},
     /* ---- account numbers and national IDs ---- */
-    {PII_ACCOUNT, 0, 0.95f, ck_card, "(?<![\\d\\-.])\\d(?:[ \\-]?\\d){12,18}(?![\\d\\-]|[.,]\\d)"},
-    {PII_ACCOUNT, 0, 0.95f, ck_iban, "(?<![A-Za-z0-9_])[A-Z]{2}\\d{2}(?:[ ]?[A-Z0-9]){11,31}(?![A-Za-z0-9_])"},
-    {PII_ACCOUNT, 0, 0.9f, ck_ssn, "(?<![A-Za-z0-9_\\-])\\d{3}[\\- ]\\d{2}[\\- ]\\d{4}(?![A-Za-z0-9_\\-])"},
-    {PII_ACCOUNT, 0, 0.85f, ck_nino, "(?<![A-Za-z0-9_])[A-Z]{2}[ ]?\\d{2}[ ]?\\d{2}[ ]?\\d{2}[ ]?[A-D](?![A-Za-z0-9_])"},
-    {PII_ACCOUNT, 0, 0.85f, ck_dni, "(?<![A-Za-z0-9_\\-])[XYZ]?\\d{7,8}-?[A-Z](?![A-Za-z0-9_])"},
-    {PII_ACCOUNT, 0, 0.9f, ck_cf, "(?i)(?<![A-Za-z0-9_])[A-Z]{6}\\d{2}[A-Z]\\d{2}[A-Z]\\d{3}[A-Z](?![A-Za-z0-9_])"},
-    {PII_ACCOUNT, 0, 0.9f, ck_nir, "(?<![A-Za-z0-9_])[12][ ]?\\d{2}[ ]?\\d{2}[ ]?(?:\\d{2}|2[AB])[ ]?\\d{3}[ ]?\\d{3}[ ]?\\d{2}(?![A-Za-z0-9_])"},
-    {PII_ACCOUNT, 0, 0.85f, ck_pesel, "(?<![A-Za-z0-9_])\\d{11}(?![A-Za-z0-9_])"},
-    {PII_ACCOUNT, 0, 0.9f, ck_cpf, "(?<![A-Za-z0-9_.\\-])\\d{3}\\.?\\d{3}\\.?\\d{3}-?\\d{2}(?![A-Za-z0-9_]|[.\\-]\\d)"},
-    {PII_ACCOUNT, 0, 0.9f, ck_cn_rid, "(?<![A-Za-z0-9_])\\d{17}[\\dX](?![A-Za-z0-9_])"},
-    {PII_ACCOUNT, 0, 0.8f, ck_bsn, "(?<![A-Za-z0-9_.])\\d{4}\\.?\\d{2}\\.?\\d{3}(?![A-Za-z0-9_]|\\.\\d)"},
-    {PII_ACCOUNT, 0, 0.9f, ck_se_pnr, "(?<![A-Za-z0-9_\\-])(?:19|20)?\\d{6}[\\-+]\\d{4}(?![A-Za-z0-9_\\-])"},
-    {PII_ACCOUNT, 0, 0.75f, ck_account_ctx, "(?<![A-Za-z0-9_\\-./])(?=[A-Z0-9\\-/ ]{0,24}\\d)[A-Z0-9](?:[A-Z0-9]|[\\- /](?=[A-Z0-9])){4,28}(?![A-Za-z0-9_\\-]|[./]\\w)"},
+    {PII_ACCOUNT, 0, 0.95f, ck_card, "(?<![\\d\\-.])\\d(?:[ \\-]?\\d){12,18}(?![\\d\\-]|[.,]\\d)", NULL},
+    {PII_ACCOUNT, 0, 0.95f, ck_iban, "(?<![A-Za-z0-9_])[A-Z]{2}\\d{2}(?:[ ]?[A-Z0-9]){11,31}(?![A-Za-z0-9_])", NULL},
+    {PII_ACCOUNT, 0, 0.9f, ck_ssn, "(?<![A-Za-z0-9_\\-])\\d{3}[\\- ]\\d{2}[\\- ]\\d{4}(?![A-Za-z0-9_\\-])", NULL},
+    {PII_ACCOUNT, 0, 0.85f, ck_nino, "(?<![A-Za-z0-9_])[A-Z]{2}[ ]?\\d{2}[ ]?\\d{2}[ ]?\\d{2}[ ]?[A-D](?![A-Za-z0-9_])", NULL},
+    {PII_ACCOUNT, 0, 0.85f, ck_dni, "(?<![A-Za-z0-9_\\-])[XYZ]?\\d{7,8}-?[A-Z](?![A-Za-z0-9_])", NULL},
+    {PII_ACCOUNT, 0, 0.9f, ck_cf, "(?i)(?<![A-Za-z0-9_])[A-Z]{6}\\d{2}[A-Z]\\d{2}[A-Z]\\d{3}[A-Z](?![A-Za-z0-9_])", NULL},
+    {PII_ACCOUNT, 0, 0.9f, ck_nir, "(?<![A-Za-z0-9_])[12][ ]?\\d{2}[ ]?\\d{2}[ ]?(?:\\d{2}|2[AB])[ ]?\\d{3}[ ]?\\d{3}[ ]?\\d{2}(?![A-Za-z0-9_])", NULL},
+    {PII_ACCOUNT, 0, 0.85f, ck_pesel, "(?<![A-Za-z0-9_])\\d{11}(?![A-Za-z0-9_])", NULL},
+    {PII_ACCOUNT, 0, 0.9f, ck_cpf, "(?<![A-Za-z0-9_.\\-])\\d{3}\\.?\\d{3}\\.?\\d{3}-?\\d{2}(?![A-Za-z0-9_]|[.\\-]\\d)", NULL},
+    {PII_ACCOUNT, 0, 0.9f, ck_cn_rid, "(?<![A-Za-z0-9_])\\d{17}[\\dX](?![A-Za-z0-9_])", NULL},
+    {PII_ACCOUNT, 0, 0.8f, ck_bsn, "(?<![A-Za-z0-9_.])\\d{4}\\.?\\d{2}\\.?\\d{3}(?![A-Za-z0-9_]|\\.\\d)", NULL},
+    {PII_ACCOUNT, 0, 0.9f, ck_se_pnr, "(?<![A-Za-z0-9_\\-])(?:19|20)?\\d{6}[\\-+]\\d{4}(?![A-Za-z0-9_\\-])", NULL},
+    {PII_ACCOUNT, 0, 0.75f, ck_account_ctx, "(?<![A-Za-z0-9_\\-./])(?=[A-Z0-9\\-/ ]{0,24}\\d)[A-Z0-9](?:[A-Z0-9]|[\\- /](?=[A-Z0-9])){4,28}(?![A-Za-z0-9_\\-]|[./]\\w)", NULL},
     /* ---- secrets: known formats ---- */
     {PII_SECRET, 0, 0.99f, NULL,
-     "-----BEGIN (?:[A-Z0-9]+ ){0,3}PRIVATE KEY(?: BLOCK)?-----[\\s\\S]{0,16384}?-----END (?:[A-Z0-9]+ ){0,3}PRIVATE KEY(?: BLOCK)?-----"},
-    {PII_SECRET, 0, 0.97f, ck_not_placeholder, "(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])"},
-    {PII_SECRET, 0, 0.97f, NULL, "(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})(?![A-Za-z0-9_])"},
-    {PII_SECRET, 0, 0.97f, NULL, "(?<![\\w-])glpat-[A-Za-z0-9_\\-]{20,64}(?![\\w-])"},
-    {PII_SECRET, 0, 0.97f, NULL, "(?<![\\w-])xox[abposr]-[A-Za-z0-9\\-]{10,255}(?![\\w-])"},
-    {PII_SECRET, 0, 0.97f, NULL, "https://hooks\\.slack\\.com/services/[A-Za-z0-9_/]{20,128}"},
-    {PII_SECRET, 0, 0.95f, ck_not_placeholder, "(?<![\\w-])(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,247}(?![\\w-])"},
-    {PII_SECRET, 0, 0.95f, ck_not_placeholder, "(?<![\\w-])sk-(?:proj-|ant-(?:api03-)?|svcacct-|admin-)?[A-Za-z0-9_\\-]{20,200}(?![\\w-])"},
-    {PII_SECRET, 0, 0.97f, NULL, "(?<![\\w-])AIza[0-9A-Za-z_\\-]{35}(?![\\w-])"},
-    {PII_SECRET, 0, 0.95f, NULL, "(?<![\\w-])ya29\\.[0-9A-Za-z_\\-]{20,512}(?![\\w-])"},
-    {PII_SECRET, 0, 0.9f, NULL, "(?<![\\w])(?:SK|AC)[0-9a-f]{32}(?![\\w])"},
-    {PII_SECRET, 0, 0.97f, NULL, "(?<![\\w-])SG\\.[\\w\\-]{22}\\.[\\w\\-]{43}(?![\\w-])"},
+     "-----BEGIN (?:[A-Z0-9]+ ){0,3}PRIVATE KEY(?: BLOCK)?-----[\\s\\S]{0,16384}?-----END (?:[A-Z0-9]+ ){0,3}PRIVATE KEY(?: BLOCK)?-----", "-----BEGIN "},
+    {PII_SECRET, 0, 0.97f, ck_not_placeholder, "(?<![A-Za-z0-9])(?:AKIA|ASIA|ABIA|ACCA)[A-Z0-9]{16}(?![A-Za-z0-9])", "AKIA|ASIA|ABIA|ACCA"},
+    {PII_SECRET, 0, 0.97f, NULL, "(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})(?![A-Za-z0-9_])", "ghp_|gho_|ghu_|ghs_|ghr_|github_pat_"},
+    {PII_SECRET, 0, 0.97f, NULL, "(?<![\\w-])glpat-[A-Za-z0-9_\\-]{20,64}(?![\\w-])", "glpat-"},
+    {PII_SECRET, 0, 0.97f, NULL, "(?<![\\w-])xox[abposr]-[A-Za-z0-9\\-]{10,255}(?![\\w-])", "xox"},
+    {PII_SECRET, 0, 0.97f, NULL, "https://hooks\\.slack\\.com/services/[A-Za-z0-9_/]{20,128}", "hooks.slack.com"},
+    {PII_SECRET, 0, 0.95f, ck_not_placeholder, "(?<![\\w-])(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,247}(?![\\w-])", "sk_|rk_"},
+    {PII_SECRET, 0, 0.95f, ck_not_placeholder, "(?<![\\w-])sk-(?:proj-|ant-(?:api03-)?|svcacct-|admin-)?[A-Za-z0-9_\\-]{20,200}(?![\\w-])", "sk-"},
+    {PII_SECRET, 0, 0.97f, NULL, "(?<![\\w-])AIza[0-9A-Za-z_\\-]{35}(?![\\w-])", "AIza"},
+    {PII_SECRET, 0, 0.95f, NULL, "(?<![\\w-])ya29\\.[0-9A-Za-z_\\-]{20,512}(?![\\w-])", "ya29."},
+    {PII_SECRET, 0, 0.9f, NULL, "(?<![\\w])(?:SK|AC)[0-9a-f]{32}(?![\\w])", NULL},
+    {PII_SECRET, 0, 0.97f, NULL, "(?<![\\w-])SG\\.[\\w\\-]{22}\\.[\\w\\-]{43}(?![\\w-])", "SG."},
     {PII_SECRET, 0, 0.97f, NULL, "(?<![\\w-])(?:npm_[A-Za-z0-9]{36}|hf_[A-Za-z0-9]{34}|pypi-AgEIcHlwaS5vcmc[A-Za-z0-9_\\-]{50,512}|"
-                                 "dop_v1_[a-f0-9]{64}|shpat_[a-fA-F0-9]{32}|xapp-\\d-[A-Z0-9]+-\\d+-[a-z0-9]{32,})(?![\\w-])"},
-    {PII_SECRET, 0, 0.9f, ck_not_placeholder, "(?<![\\w:])\\d{8,10}:AA[A-Za-z0-9_\\-]{33}(?![\\w-])"},
-    {PII_SECRET, 0, 0.9f, ck_not_placeholder, "(?<![\\w.-])[MNO][A-Za-z\\d]{23,25}\\.[\\w\\-]{6}\\.[\\w\\-]{27,38}(?![\\w.-])"},
-    {PII_SECRET, 0, 0.95f, ck_jwt, "(?<![\\w-])eyJ[A-Za-z0-9_\\-]{8,4096}\\.eyJ[A-Za-z0-9_\\-]{8,8192}\\.[A-Za-z0-9_\\-]{0,2048}(?![\\w-])"},
+                                 "dop_v1_[a-f0-9]{64}|shpat_[a-fA-F0-9]{32}|xapp-\\d-[A-Z0-9]+-\\d+-[a-z0-9]{32,})(?![\\w-])", "npm_|hf_|pypi-|dop_v1_|shpat_|xapp-"},
+    {PII_SECRET, 0, 0.9f, ck_not_placeholder, "(?<![\\w:])\\d{8,10}:AA[A-Za-z0-9_\\-]{33}(?![\\w-])", ":AA"},
+    {PII_SECRET, 0, 0.9f, ck_not_placeholder, "(?<![\\w.-])[MNO][A-Za-z\\d]{23,25}\\.[\\w\\-]{6}\\.[\\w\\-]{27,38}(?![\\w.-])", NULL},
+    {PII_SECRET, 0, 0.95f, ck_jwt, "(?<![\\w-])eyJ[A-Za-z0-9_\\-]{8,4096}\\.eyJ[A-Za-z0-9_\\-]{8,8192}\\.[A-Za-z0-9_\\-]{0,2048}(?![\\w-])", "eyJ"},
     {PII_SECRET, 0, 0.95f, ck_conn,
      "(?i)(?<![\\w])(?:postgres(?:ql)?|mysql|mariadb|mongodb(?:\\+srv)?|redis|rediss|amqps?|mssql|sqlserver|"
-     "jdbc:[a-z]+|oracle|couchdb|neo4j|ldaps?|ftp|sftp|smtps?|https?)://[^\\s:/@\"'<>]{1,128}:[^\\s@\"'<>]{1,256}@[^\\s\"'<>]{1,512}"},
+     "jdbc:[a-z]+|oracle|couchdb|neo4j|ldaps?|ftp|sftp|smtps?|https?)://[^\\s:/@\"'<>]{1,128}:[^\\s@\"'<>]{1,256}@[^\\s\"'<>]{1,512}", "://"},
     {PII_SECRET, 1, 0.9f, ck_not_placeholder,
-     "(?i)(?:AccountKey|SharedAccessKey|SharedAccessSignature|sig|Password|Pwd)=([A-Za-z0-9+/%_\\-]{8,256}={0,2})(?=[;&\\s\"']|$)"},
-    {PII_SECRET, 1, 0.9f, ck_not_placeholder, "(?i)\\bbearer[ \\t]+([A-Za-z0-9._~+/\\-]{20,4096}=*)(?![\\w\\-])"},
+     "(?i)(?:AccountKey|SharedAccessKey|SharedAccessSignature|sig|Password|Pwd)=([A-Za-z0-9+/%_\\-]{8,256}={0,2})(?=[;&\\s\"']|$)", "="},
+    {PII_SECRET, 1, 0.9f, ck_not_placeholder, "(?i)\\bbearer[ \\t]+([A-Za-z0-9._~+/\\-]{20,4096}=*)(?![\\w\\-])", "earer|EARER"},
     /* ---- secrets: key = value assignments and high-entropy tokens near a secret word ---- */
     {PII_SECRET, 1, 0.85f, ck_key_value,
      "(?i)(?:password|passwd|pwd|pass|secret|token|api[_ \\-]?key|apikey|access[_ \\-]?key|secret[_ \\-]?key|private[_ \\-]?key|"
      "client[_ \\-]?secret|auth[_ \\-]?token|credentials?|passwort|kennwort|mot de passe|contraseña|clave|password d'accesso|"
      "wachtwoord|senha|пароль|パスワード|密码|密碼|비밀번호|salasana|hasło|lösenord)[\\w\\-]{0,20}[\"']?[ \\t]{0,4}"
-     "(?:[:=]|=>|:=|\\bis\\b|\\bist\\b|\\best\\b|\\bes\\b|è|：)[ \\t]{0,4}[\"'`]?([^\\s\"'`,;" NOT_CJK "]{4,512})"},
-    {PII_SECRET, 0, 0.7f, ck_entropy, "(?<![\\w+/=\\-.])[A-Za-z0-9+/_\\-]{20,512}={0,2}(?![\\w+/=\\-]|\\.\\w)"},
+     "(?:[:=]|=>|:=|\\bis\\b|\\bist\\b|\\best\\b|\\bes\\b|è|：)[ \\t]{0,4}[\"'`]?([^\\s\"'`,;" NOT_CJK "]{4,512})", NULL},
+    {PII_SECRET, 0, 0.7f, ck_entropy, "(?<![\\w+/=\\-.])[A-Za-z0-9+/_\\-]{20,512}={0,2}(?![\\w+/=\\-]|\\.\\w)", NULL},
     /* ---- addresses ---- */
     {PII_ADDRESS, 0, 0.8f, NULL,
      "(?<![\\w])\\d{1,5}[A-Za-z]?\\s(?:(?:[NSEW]|North|South|East|West)\\.?\\s)?(?:\\p{Lu}[\\p{L}'.\\-]*\\s){1,4}"
@@ -190,59 +194,59 @@ static const rule_def k_rules[] = {
      "(?:,?\\s(?:Apt|Apartment|Suite|Ste|Unit|Flat|#)\\.?\\s?[\\w\\-]{1,6})?"
      "(?:,\\s\\p{Lu}[\\p{L}.'\\-]*(?:\\s\\p{Lu}[\\p{L}.'\\-]*){0,3}(?:,\\s[A-Z]{2})?\\s\\d{5}(?:-\\d{4})?"
      "|,\\s\\p{Lu}[\\p{L}.'\\-]*(?:\\s\\p{Lu}[\\p{L}.'\\-]*){0,2},?\\s[A-Z]{1,2}\\d[A-Z\\d]?\\s\\d[A-Z]{2}"
-     "|,\\s\\p{Lu}[\\p{L}.'\\-]*(?:\\s\\p{Lu}[\\p{L}.'\\-]*){0,3},\\s[A-Z]{2}(?![\\w]))?"},
+     "|,\\s\\p{Lu}[\\p{L}.'\\-]*(?:\\s\\p{Lu}[\\p{L}.'\\-]*){0,3},\\s[A-Z]{2}(?![\\w]))?", NULL},
     {PII_ADDRESS, 0, 0.8f, NULL,
      "(?<![\\w])\\p{Lu}[\\p{L}\\-]{1,40}(?:straße|strasse|str\\.|weg|allee|platz|gasse|ring|damm|ufer|straat|laan|gracht|plein|"
      "steeg|dijk|gatan|vägen|gränd|gade|vej|veien|gata|katu|tie)(?:\\s|(?<=\\.))\\d{1,4}\\s?[a-z]?\\b"
-     "(?:,\\s(?:(?:[A-Z]-)?\\d{4,5}(?:\\s?[A-Z]{2})?|\\d{3}\\s\\d{2})\\s\\p{Lu}[\\p{L}\\-]+(?:\\s(?:am|an der|im|bei)\\s\\p{Lu}[\\p{L}\\-]+)?)?"},
+     "(?:,\\s(?:(?:[A-Z]-)?\\d{4,5}(?:\\s?[A-Z]{2})?|\\d{3}\\s\\d{2})\\s\\p{Lu}[\\p{L}\\-]+(?:\\s(?:am|an der|im|bei)\\s\\p{Lu}[\\p{L}\\-]+)?)?", NULL},
     {PII_ADDRESS, 0, 0.8f, NULL,
      "(?<![\\w])\\p{Lu}[\\p{L}\\-]{1,30}\\s(?:Straße|Strasse|Str\\.|Weg|Allee|Platz|Gasse)\\s\\d{1,4}\\s?[a-z]?\\b"
-     "(?:,\\s\\d{4,5}\\s\\p{Lu}[\\p{L}\\-]+)?"},
+     "(?:,\\s\\d{4,5}\\s\\p{Lu}[\\p{L}\\-]+)?", NULL},
     {PII_ADDRESS, 0, 0.8f, NULL,
      "(?i)(?<![\\w])\\d{1,4}(?:\\s?(?:bis|ter))?,?\\s(?:rue|avenue|boulevard|bd|allée|chemin|impasse|place|quai|route|cours)\\s"
-     "(?-i:[^\\n,;.!?]{2,40})(?:,\\s\\d{5}\\s\\p{Lu}[\\p{L}\\-]+(?:-\\p{Lu}[\\p{L}\\-]+){0,2})?"},
+     "(?-i:[^\\n,;.!?]{2,40})(?:,\\s\\d{5}\\s\\p{Lu}[\\p{L}\\-]+(?:-\\p{Lu}[\\p{L}\\-]+){0,2})?", NULL},
     {PII_ADDRESS, 0, 0.8f, NULL,
      "(?<![\\w])(?:Calle|C/|ul\\.|al\\.|Avenida|Avda\\.|Paseo|Plaza|Camino|Carrer|Via|Viale|Piazza|Corso|Largo|Vicolo|Rua|Travessa|Praça|Alameda)\\s"
      "(?:(?:de|del|de la|della|dei|delle|di|do|da|dos|das)\\s)?\\p{Lu}[\\p{L}'’.\\- ]{1,40}?,?\\s(?:n\\.?º?\\s?)?\\d{1,4}[a-zA-Z]?(?![\\w])"
-     "(?:,\\s(?:\\d{1,2}º?\\s?[A-Za-z]{0,3},?\\s)?(?:\\d{5}|\\d{4}-\\d{3}|\\d{2}-\\d{3})\\s\\p{Lu}[\\p{L}\\-]+)?"},
+     "(?:,\\s(?:\\d{1,2}º?\\s?[A-Za-z]{0,3},?\\s)?(?:\\d{5}|\\d{4}-\\d{3}|\\d{2}-\\d{3})\\s\\p{Lu}[\\p{L}\\-]+)?", NULL},
     {PII_ADDRESS, 0, 0.8f, NULL,
      "(?:ул\\.|улица|пр\\.|проспект|пер\\.|переулок|наб\\.|набережная|бульвар|шоссе)\\s?\\p{Lu}[\\p{L}.\\- ]{1,30}?,?\\s?(?:д\\.\\s?)?\\d{1,4}"
-     "(?:,?\\s?(?:кв\\.|корп\\.|стр\\.)\\s?\\d{1,4}){0,3}"},
+     "(?:,?\\s?(?:кв\\.|корп\\.|стр\\.)\\s?\\d{1,4}){0,3}", "ул|пр|пер|наб|бульвар|шоссе"},
     {PII_ADDRESS, 0, 0.8f, NULL,
      "(?:〒\\s?)?(?:\\d{3}-\\d{4}\\s?)?(?:東京都|北海道|京都府|大阪府|\\p{Han}{2,3}県)\\p{Han}{1,5}?[市区町村郡]"
-     "[\\p{Han}\\p{Katakana}ー]{0,10}?\\d{1,4}(?:丁目|-)\\d{1,4}(?:(?:番地?|-)\\d{1,4}号?)?"},
+     "[\\p{Han}\\p{Katakana}ー]{0,10}?\\d{1,4}(?:丁目|-)\\d{1,4}(?:(?:番地?|-)\\d{1,4}号?)?", "都|道|府|県"},
     {PII_ADDRESS, 0, 0.8f, NULL,
-     "(?:(?:北京|上海|天津|重庆)市|(?:广东|江苏|浙江|山东|河南|四川|湖北|湖南|河北|福建|安徽|辽宁|陕西|江西|云南|山西|贵州|黑龙江|吉林|甘肃|海南|青海|台湾)省)\\p{Han}{1,6}?[市区县]\\p{Han}{1,12}?(?:路|街|道|大道|巷)\\d{1,5}号(?:\\p{Han}{0,8}?\\d{1,5}(?:室|楼))?"},
+     "(?:(?:北京|上海|天津|重庆)市|(?:广东|江苏|浙江|山东|河南|四川|湖北|湖南|河北|福建|安徽|辽宁|陕西|江西|云南|山西|贵州|黑龙江|吉林|甘肃|海南|青海|台湾)省)\\p{Han}{1,6}?[市区县]\\p{Han}{1,12}?(?:路|街|道|大道|巷)\\d{1,5}号(?:\\p{Han}{0,8}?\\d{1,5}(?:室|楼))?", "省|市"},
     {PII_ADDRESS, 0, 0.8f, NULL,
      "(?:서울|부산|대구|인천|광주|대전|울산|세종|경기|강원|충북|충남|전북|전남|경북|경남|제주)\\p{Hangul}{0,5}\\s\\p{Hangul}{1,6}[시군구]"
-     "(?:\\s\\p{Hangul}{1,6}[시군구])?\\s\\p{Hangul}{1,10}(?:로|길|동)\\s?\\d{1,4}(?:-\\d{1,4})?"},
+     "(?:\\s\\p{Hangul}{1,6}[시군구])?\\s\\p{Hangul}{1,10}(?:로|길|동)\\s?\\d{1,4}(?:-\\d{1,4})?", "시|군|구"},
     {PII_ADDRESS, 1, 0.75f, ck_trim_value,
      "(?i)(?<![\\w])(?:address|home address|mailing address|adresse|anschrift|wohnort|dirección|domicilio|indirizzo|adres|"
-     "endereço|morada|адрес|住所|地址|주소|osoite|adress)\\s?[:：]\\s?([^\\n]{6,120})"},
+     "endereço|morada|адрес|住所|地址|주소|osoite|adress)\\s?[:：]\\s?([^\\n]{6,120})", NULL},
     /* ---- persons ---- */
     {PII_PERSON, 1, 0.85f, ck_person,
      "(?<![\\w])(?:Mr|Mrs|Ms|Mx|Miss|Dr|Prof|Herr|Frau|Mme|Mlle|M\\.|Sr|Sra|Srta|Sig|Sig\\.ra|Dott|Dhr|Mevr|Pan|Pani|Г-н|Г-жа)\\.?\\s"
-     "(" NAME_2 ")"},
+     "(" NAME_2 ")", NULL},
     {PII_PERSON, 1, 0.9f, ck_person,
      "(?i:my name is|my name's|je m'appelle|je m’appelle|mon nom est|ich heiße|ich heisse|mein name ist|me llamo|mi nombre es|"
      "mi chiamo|il mio nome è|mijn naam is|ik heet|meu nome é|eu me chamo|chamo-me|меня зовут|nazywam się|jag heter|"
-     "mitt namn är|minun nimeni on|benim adım|signed,|signed by)\\s(" NAME_2 ")"},
+     "mitt namn är|minun nimeni on|benim adım|signed,|signed by)\\s(" NAME_2 ")", NULL},
     {PII_PERSON, 1, 0.85f, ck_person,
      "(?i:\\bname|full name|\\bnom|nombre|\\bnome|\\bnaam|\\bимя|\\bфио|patient|employee|contact person|cardholder|"
-     "account holder|titular|inhaber|titulaire|intestatario)\\s?[:：]\\s?(" NAME_2 ")"},
+     "account holder|titular|inhaber|titulaire|intestatario)\\s?[:：]\\s?(" NAME_2 ")", NULL},
     {PII_PERSON, 1, 0.8f, ck_person,
      "(?:Dear|Hi|Hello|Hey|Hallo|Liebe|Lieber|Sehr geehrte|Sehr geehrter|Bonjour|Cher|Chère|Hola|Querido|Querida|Estimado|Estimada|"
      "Ciao|Caro|Cara|Gentile|Beste|Olá|Prezado|Prezada|Hej|Hei|Здравствуйте,?|Уважаемый|Уважаемая|Дорогой|Дорогая|Witaj|Drogi|Droga)"
-     "\\s(?:(?:Mr|Mrs|Ms|Dr|Herr|Frau|M\\.|Mme|Sr\\.|Sra\\.|Prof)\\.?\\s)?(" NAME_2 ")(?=[,!:\\n])"},
+     "\\s(?:(?:Mr|Mrs|Ms|Dr|Herr|Frau|M\\.|Mme|Sr\\.|Sra\\.|Prof)\\.?\\s)?(" NAME_2 ")(?=[,!:\\n])", NULL},
     {PII_PERSON, 1, 0.8f, ck_person,
      "(?:Regards|Best regards|Kind regards|Warm regards|Best|Thanks|Thank you|Cheers|Sincerely|Yours|Mit freundlichen Grüßen|"
      "Viele Grüße|Beste Grüße|Liebe Grüße|Cordialement|Bien à vous|Bien cordialement|Saludos|Atentamente|Un saludo|Cordiali saluti|"
      "Distinti saluti|Saluti|Met vriendelijke groet|Groeten|Atenciosamente|Abraços|С уважением|Pozdrawiam|Med vänliga hälsningar|"
-     "Hälsningar|Ystävällisin terveisin),?[ \\t]*\\r?\\n[ \\t]*(" NAME_2 ")(?=\\s|$)"},
-    {PII_PERSON, 1, 0.9f, NULL, "(?:私の名前は|私は|わたしは)(\\p{Han}{2,4}(?:\\s?\\p{Han}{1,3})?)(?:です|と申します|といいます)"},
-    {PII_PERSON, 1, 0.75f, NULL, "(?<![\\p{Han}])(\\p{Han}{3,4})(?:さん|様|氏|先生)"},
-    {PII_PERSON, 1, 0.9f, NULL, "(?:我叫|我的名字是|我是)(\\p{Han}{2,3})(?![\\p{Han}]{2})"},
-    {PII_PERSON, 1, 0.9f, NULL, "(?:제 이름은|저는)\\s?(\\p{Hangul}{2,4})(?:입니다|이에요|예요|라고)"},
+     "Hälsningar|Ystävällisin terveisin),?[ \\t]*\\r?\\n[ \\t]*(" NAME_2 ")(?=\\s|$)", NULL},
+    {PII_PERSON, 1, 0.9f, NULL, "(?:私の名前は|私は|わたしは)(\\p{Han}{2,4}(?:\\s?\\p{Han}{1,3})?)(?:です|と申します|といいます)", "私|わたし"},
+    {PII_PERSON, 1, 0.75f, NULL, "(?<![\\p{Han}])(\\p{Han}{3,4})(?:さん|様|氏|先生)", "さん|様|氏|先生"},
+    {PII_PERSON, 1, 0.9f, NULL, "(?:我叫|我的名字是|我是)(\\p{Han}{2,3})(?![\\p{Han}]{2})", "我"},
+    {PII_PERSON, 1, 0.9f, NULL, "(?:제 이름은|저는)\\s?(\\p{Hangul}{2,4})(?:입니다|이에요|예요|라고)", "제 이름|저는"},
     {PII_PERSON, 1, 0.75f, ck_person,
      "(?<![\\w])((?:James|John|Robert|Michael|William|David|Richard|Joseph|Thomas|Charles|Daniel|Matthew|Mark|Paul|Steven|Andrew|"
      "Kevin|Brian|George|Edward|Jason|Ryan|Jacob|Mary|Patricia|Jennifer|Linda|Elizabeth|Barbara|Susan|Jessica|Sarah|Karen|Nancy|"
@@ -252,16 +256,16 @@ static const rule_def k_rules[] = {
      "Giovanni|Francesco|Alessandro|Luca|Matteo|Giulia|Chiara|Francesca|Federica|Pieter|Jan|Sanne|Daan|Bram|Femke|João|Pedro|"
      "Tiago|Ana|Beatriz|Mariana|Gabriel|Rafael|Larissa|Fernanda|Piotr|Krzysztof|Tomasz|Agnieszka|Katarzyna|Magdalena|Erik|Lars|"
      "Anders|Johan|Ingrid|Astrid|Karin|Mehmet|Mustafa|Ayşe|Fatma|Emre|Elif|Ahmed|Mohammed|Fatima|Priya|Rahul|Arjun|Ananya)"
-     "\\s\\p{Lu}[\\p{Ll}'’]+(?:-\\p{Lu}[\\p{Ll}'’]+)?)(?![\\w])"},
+     "\\s\\p{Lu}[\\p{Ll}'’]+(?:-\\p{Lu}[\\p{Ll}'’]+)?)(?![\\w])", NULL},
     {PII_PERSON, 1, 0.85f, NULL,
      "((?:Иван|Сергей|Алексей|Дмитрий|Андрей|Михаил|Николай|Владимир|Ольга|Елена|Татьяна|Наталья|Анна|Мария|Екатерина|Светлана)"
-     "\\s\\p{Lu}\\p{Ll}+(?:\\s\\p{Lu}\\p{Ll}+)?)"},
+     "\\s\\p{Lu}\\p{Ll}+(?:\\s\\p{Lu}\\p{Ll}+)?)", "\xd0"},
     /* ---- other PII ---- */
-    {PII_OTHER, 0, 0.6f, ck_mac, "(?i)(?<![\\w:\\-])[0-9a-f]{2}(?:[:\\-][0-9a-f]{2}){5}(?![\\w:\\-])"},
+    {PII_OTHER, 0, 0.6f, ck_mac, "(?i)(?<![\\w:\\-])[0-9a-f]{2}(?:[:\\-][0-9a-f]{2}){5}(?![\\w:\\-])", NULL},
     {PII_OTHER, 1, 0.7f, ck_user,
      "(?i)(?:username|user name|user|login|benutzername|benutzer|nom d'utilisateur|identifiant|usuario|utente|gebruikersnaam|"
-     "usuário|логин|ユーザー名|用户名|사용자명|아이디|handle|användarnamn|brukernavn|käyttäjätunnus|nazwa użytkownika)\\s?[:=：]\\s?@?([\\p{Latin}\\p{Cyrillic}\\p{N}._\\-]{3,40})"},
-    {PII_OTHER, 0, 0.8f, ck_imei, "(?<![\\w])\\d{15}(?![\\w])"},
+     "usuário|логин|ユーザー名|用户名|사용자명|아이디|handle|användarnamn|brukernavn|käyttäjätunnus|nazwa użytkownika)\\s?[:=：]\\s?@?([\\p{Latin}\\p{Cyrillic}\\p{N}._\\-]{3,40})", NULL},
+    {PII_OTHER, 0, 0.8f, ck_imei, "(?<![\\w])\\d{15}(?![\\w])", "IMEI|imei|Imei"},
 };
 
 #define N_RULES LL_ARRAY_LEN(k_rules)
@@ -976,15 +980,38 @@ static char *sanitize(const char *text, size_t n) {
     return s;
 }
 
+/* 1 if the text contains one of the '|'-separated literals of `need`. */
+static int text_has_any(const scan_ctx *c, const char *need) {
+    while (*need) {
+        const char *bar = strchr(need, '|');
+        size_t l = bar ? (size_t)(bar - need) : strlen(need);
+        if (l && memmem(c->s, c->n, need, l)) return 1;
+        if (!bar) break;
+        need = bar + 1;
+    }
+    return 0;
+}
+
 static ll_status run_rule(scan_ctx *c, size_t r, pii_spans *out) {
     const rule_def *rd = &k_rules[r];
+    if (rd->need && !text_has_any(c, rd->need)) return LL_OK;
+    /* e-mail: the pattern can only match around an '@', so each search starts at most one
+     * local part (64 characters, 256 bytes) before the next '@' instead of at every letter */
+    const int at_anchor = rd->check == ck_email;
     size_t off = 0;
     while (off < c->n) {
-        int rc = pcre2_match(g_code[r], (PCRE2_SPTR)c->s, c->n, off, PCRE2_NO_UTF_CHECK, c->md, c->mc);
+        size_t from = off;
+        if (at_anchor) {
+            const char *at = memchr(c->s + off, '@', c->n - off);
+            if (!at) break;
+            size_t p = (size_t)(at - c->s);
+            from = p > off + 256 ? back_to_char(c->s, p - 256) : off;
+        }
+        int rc = pcre2_match(g_code[r], (PCRE2_SPTR)c->s, c->n, from, PCRE2_NO_UTF_CHECK, c->md, c->mc);
         if (rc == PCRE2_ERROR_NOMATCH) break;
         if (rc < 0) {
             /* match/depth limit or other runtime error: skip one character, keep scanning */
-            off++;
+            off = from + 1;
             while (off < c->n && ((unsigned char)c->s[off] & 0xC0) == 0x80) off++;
             continue;
         }
