@@ -265,8 +265,17 @@ static void test_resolve_precedence(void **st) {
     /* a person fully inside an address: dropped */
     pii_spans_push(&s, (pii_span){0, 0, 100, 140, PII_ADDRESS, 0.8f, PII_SRC_RULE});
     pii_spans_push(&s, (pii_span){0, 0, 110, 120, PII_PERSON, 0.8f, PII_SRC_MODEL});
+    /* a model span never cuts a rule span, even of a lower-ranked category */
+    pii_spans_push(&s, (pii_span){0, 0, 200, 220, PII_EMAIL, 0.9f, PII_SRC_RULE});
+    pii_spans_push(&s, (pii_span){0, 0, 210, 230, PII_ACCOUNT, 0.99f, PII_SRC_MODEL});
     assert_int_equal(pii_spans_resolve(&s), LL_OK);
-    assert_int_equal(s.n, 4);
+    assert_int_equal(s.n, 6);
+    assert_int_equal(s.v[4].label, PII_EMAIL);
+    assert_int_equal(s.v[4].bstart, 200);
+    assert_int_equal(s.v[4].bend, 220);
+    assert_int_equal(s.v[5].label, PII_ACCOUNT);
+    assert_int_equal(s.v[5].bstart, 220);
+    assert_int_equal(s.v[5].bend, 230);
     assert_int_equal(s.v[0].bstart, 10);
     assert_int_equal(s.v[0].bend, 30);
     assert_int_equal(s.v[0].source, PII_SRC_RULE);
@@ -520,6 +529,7 @@ static void test_model_scan_text(void **st) {
         assert_true(((unsigned char)text[p->bstart] & 0xC0) != 0x80);
         assert_true(p->bend == (int64_t)tn || ((unsigned char)text[p->bend] & 0xC0) != 0x80);
         assert_true(text[p->bstart] != ' ' && text[p->bend - 1] != ' ');
+        if (i) assert_true(p->bstart >= s.v[i - 1].bend); /* one character, one span */
     }
     /* the offsets agree with the tokens: same spans as scanning the ids with offsets computed
      * by decoding each token on its own */

@@ -11,8 +11,11 @@
  *
  * Combining rules and model (pii_spans_resolve). Spans of the same category that overlap or touch
  * are united (rule ∪ model), keeping the higher score and "rule" as source when a rule took part.
- * Where spans of different categories overlap, the category earlier in this precedence keeps the
- * overlapping characters and the other is trimmed to what remains (dropped if nothing does):
+ * Where spans of different categories overlap, a rule span keeps the overlapping characters over a
+ * model span (rules fire on validated formats and explicit context; the model's neighbouring
+ * guess must not cut an e-mail address in half). Between two spans of the same source, the
+ * category earlier in this precedence keeps them; the other is trimmed to what remains (dropped
+ * if nothing does):
  *   secret > account_number > private_email > private_url > private_phone > private_date
  *   > private_address > private_person > other_pii
  * Rationale: a validated format (checksum, key prefix, PEM armour) is more specific than a

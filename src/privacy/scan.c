@@ -32,6 +32,7 @@ ll_status pii_model_scan_tokens(pii_model *m, const char *text, size_t n, const 
     }
     ll_status st = LL_OK;
     int prev_hi = 0;
+    int64_t last_end = 0; /* end of the last span emitted: spans come out in text order */
     float best_sens = 0;
     for (int start = 0;; start += S) {
         int last = start + W >= ntok;
@@ -59,12 +60,16 @@ ll_status pii_model_scan_tokens(pii_model *m, const char *text, size_t n, const 
                 /* byte-level tokens can split a character: widen to whole characters */
                 while (bs > 0 && ((unsigned char)text[bs] & 0xC0) == 0x80) bs--;
                 while (be < (int64_t)n && ((unsigned char)text[be] & 0xC0) == 0x80) be++;
+                /* neighbouring byte tokens of one character may carry different tags: the first
+                 * span keeps the character */
+                if (bs < last_end) bs = last_end;
                 /* leading and trailing whitespace is not part of the value */
                 while (bs < be) { int w = is_space_at(text, n, (size_t)bs); if (!w) break; bs += w; }
                 while (be > bs && isspace((unsigned char)text[be - 1])) be--;
                 if (be > bs) {
                     pii_span sp = {0, 0, bs, be, pii_tag_cat(tags[t]), sigmoidf(mean), PII_SRC_MODEL};
                     if ((st = pii_spans_push(out, sp))) break;
+                    last_end = be;
                 }
             }
             t = e + 1;

@@ -168,7 +168,9 @@ ll_status pii_spans_resolve(pii_spans *s) {
             for (size_t j = i + 1; j < s->n && s->v[j].bstart < a->bend; j++) {
                 pii_span *b = &s->v[j];
                 if (b->bend <= b->bstart) continue;
-                pii_span *lose = cat_rank(a->label) <= cat_rank(b->label) ? b : a;
+                /* a validated rule span beats a model guess; between equals, the category rank */
+                pii_span *lose = a->source != b->source ? (a->source == PII_SRC_RULE ? b : a)
+                                 : cat_rank(a->label) <= cat_rank(b->label) ? b : a;
                 pii_span *win = lose == a ? b : a;
                 /* keep the larger remainder of the loser outside the winner */
                 int64_t left = win->bstart - lose->bstart, right = lose->bend - win->bend;

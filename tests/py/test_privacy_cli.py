@@ -118,3 +118,62 @@ def test_generator_deterministic_and_offsets():
             assert len(vals) > len(set(vals))  # identifiers recur
     assert labels == {"private_person", "private_email", "private_phone", "private_address", "private_url",
                       "private_date", "account_number", "secret", "other_pii"}
+
+
+def shared_dir():
+    for d in (os.environ.get("LILAC_SHARED"), os.path.join(ROOT, "..", "shared"), "/work/shared"):
+        if d and os.path.isdir(d):
+            return d
+    return None
+
+
+def byte_level_vocab():
+    """GPT-2 byte-to-unicode: printable bytes stand for themselves, the rest map to U+0100 + k."""
+    keep = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    out, k = {}, 0
+    for b in range(256):
+        if b in keep:
+            out[b] = chr(b)
+        else:
+            out[b] = chr(256 + k)
+            k += 1
+    return out
+
+
+def test_scan_with_pii_model_dir():
+    """`--pii-model DIR` end to end on pii-tiny (random weights) with a byte-level BPE tokenizer
+    whose ids fit the fixture's 512-token vocabulary: model spans come out in code points."""
+    sh = shared_dir()
+    if not sh or not os.path.exists(os.path.join(sh, "fixtures", "pii-tiny", "model.safetensors")):
+        pytest.skip("pii-tiny fixture not found")
+    b2u = byte_level_vocab()
+    vocab = {b2u[b]: b for b in range(256)}
+    merges = ["a n", "n a", "an na", "w e", "we b", "\u0120 m", "\u0120m a"]
+    for m in merges:
+        vocab["".join(m.split(" "))] = len(vocab)
+    tj = {"version": "1.0", "added_tokens": [], "normalizer": None,
+          "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": True},
+          "model": {"type": "BPE", "vocab": vocab, "merges": merges}}
+    with tempfile.TemporaryDirectory() as d:
+        for f in ("config.json", "model.safetensors"):
+            os.symlink(os.path.join(sh, "fixtures", "pii-tiny", f), os.path.join(d, f))
+        json.dump(tj, open(os.path.join(d, "tokenizer.json"), "w"))
+        text = "Hi anna, 😀 mail anna@web.de now été\n"
+        r = run(["scan", "--json", "--pii-model", d, "--threads", "2"], text.encode())
+        assert r.returncode == 0, r.stderr
+        out = json.loads(r.stdout)
+        srcs = {s["source"] for s in out["spans"]}
+        assert "model" in srcs  # random weights tag almost every token
+        assert 0 <= out["sensitivity"] <= 1
+        prev = 0
+        for s in out["spans"]:
+            assert prev <= s["start"] < s["end"] <= len(text)
+            prev = s["end"]
+            v = text[s["start"]:s["end"]]
+            assert v == v.strip()
+        # the rule's e-mail survives the union (e-mail outranks the model's lower categories)
+        assert any(text[s["start"]:s["end"]] == "anna@web.de" and s["label"] == "private_email" for s in out["spans"])
+        # a directory without its tokenizer is a clear error
+        os.remove(os.path.join(d, "tokenizer.json"))
+        r = run(["scan", "--pii-model", d], text.encode())
+        assert r.returncode == 1 and b"tokenizer" in r.stderr
