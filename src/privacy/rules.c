@@ -62,7 +62,7 @@ static const char *const k_ctx_pat[CTX_N] = {
                     "passport|pasaporte|passeport|reisepass|passaporto|paspoort|паспорт|旅券|护照|여권|"
                     "licen[cs]e|führerschein|permis|licencia|patente|rijbewijs|policy|member|customer|client|kunden|"
                     "patient|\\bmrn\\b|insurance|versicher|assurance|seguro|\\btax\\b|steuer|\\btin\\b|\\bvat\\b|"
-                    "\\bssn\\b|social security|national id|\\bid\\b|identity|identit|ausweis|\\bdni\\b|\\bnie\\b|\\bcpf\\b|"
+                    "\\bssn\\b|social security|national id|\\bid (?:number|no|card)|\\b(?:user|customer|member|patient|employee|student|personal|tax) id\\b|identity|identit|ausweis|\\bdni\\b|\\bnie\\b|\\bcpf\\b|"
                     "aadhaar|\\bpan\\b|\\bbsn\\b|\\bpesel\\b|routing|sort code|\\bbsb\\b|employee|student|matricul|"
                     "personnummer|henkilötunnus|身份证|マイナンバー|주민등록|snils|снилс|инн",
     [CTX_SECRET] = "password|passwd|\\bpwd\\b|\\bpass\\b|secret|token|api[ _-]?key|apikey|access[ _-]?key|private[ _-]?key|"
@@ -808,6 +808,27 @@ static int ck_key_value(const scan_ctx *c, size_t *b, size_t *e, float *score) {
         else sym++;
     }
     if (!up && !dg && !sym) return 0; /* all lower-case letters: prose ("password is required") */
+    /* the key as written: the run of word characters before the separator */
+    size_t ke = *b;
+    while (ke > 0 && strchr(" \t\"'`:=>", c->s[ke - 1])) ke--;
+    size_t ks = ke;
+    while (ks > 0 && (isalnum((unsigned char)c->s[ks - 1]) || c->s[ks - 1] == '_' || c->s[ks - 1] == '-')) ks--;
+    const char *key = c->s + ks;
+    size_t kn = ke - ks;
+    /* token_id, api_key_env, secret_name, tokens: metadata about a secret, not the secret */
+    static const char *const meta[] = {"id", "ids", "count", "len", "length", "type", "url", "uri", "path", "file",
+                                       "name", "size", "limit", "ttl", "expiry", "expires", "env", "var", "field",
+                                       "header", "endpoint", "usage", "budget", "policy", "prefix", "s", "index",
+                                       "idx", "num", "max", "min", "format", "hash", "version"};
+    for (size_t i = 0; i < LL_ARRAY_LEN(meta); i++) {
+        size_t m = strlen(meta[i]);
+        if (kn > m && !strncasecmp(key + kn - m, meta[i], m) &&
+            (m == 1 ? isalpha((unsigned char)key[kn - 2]) : (key[kn - m - 1] == '_' || key[kn - m - 1] == '-')))
+            return 0;
+    }
+    int pw_key = kn && (ci_has(key, kn, "pass") || ci_has(key, kn, "pwd") || ci_has(key, kn, "pin"));
+    if (!up && !sym && !pw_key) return 0; /* a number after "token": an id or a count */
+    if (!up && !dg && !pw_key) return 0;  /* lower-case words with dashes: prose ("tokens: llama-server") */
     if (memchr(s, '(', n) || (n > 2 && s[0] == '$')) return 0;
     static const char *const prose[] = {"required", "incorrect", "invalid", "expired", "missing", "stored", "hashed",
                                         "optional", "string", "None", "null"};
@@ -837,7 +858,9 @@ static int ck_entropy(const scan_ctx *c, size_t *b, size_t *e, float *score) {
         else run = 0;
         seps += s[i] == '/' || s[i] == '_' || s[i] == '-';
     }
-    if (max_run > 12 || seps > (int)n / 6) return 0;
+    if (max_run > 12 || seps > (int)n / 6 || seps >= 3) return 0;
+    /* model and package names (org/Model-7B) are paths with dashes, not keys */
+    if (memchr(s, '/', n) && memchr(s, '-', n)) return 0;
     double h = pii_entropy(s, n);
     if (h < 4.0) return 0;
     if (is_placeholder(s, n)) return 0;
