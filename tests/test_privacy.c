@@ -127,6 +127,8 @@ static void test_true_positives(void **st) {
     expect_span("db postgres://app:S3cr3tPw9@db1.prod.internal:5432/orders", PII_SECRET,
                 "postgres://app:S3cr3tPw9@db1.prod.internal:5432/orders");
     expect_span("Passwort: Sommer2024!xk", PII_SECRET, "Sommer2024!xk");
+    expect_span("The wifi password is Falcon611!MdP by the way.", PII_SECRET, "Falcon611!MdP");
+    expect_span("Mot de passe : Lune3594@Wqx", PII_SECRET, "Lune3594@Wqx");
     expect_span("auth eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NSJ9.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c ok",
                 PII_SECRET, "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NSJ9.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c");
     expect_span("x\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----\n",
@@ -171,6 +173,11 @@ static void test_hard_negatives(void **st) {
     expect_clean("Hello World! Hi Team, thanks everyone.");
     expect_clean("git clone https://github.com/torvalds/linux.git && cd linux");
     expect_clean("Checksum sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08");
+    /* found on the project's own reference notes while tuning */
+    expect_clean("- eos id 248046 and pad id 248055.");
+    expect_clean("`tie_word_embeddings=false`, `image_token_id=248056`, `video_token_id=248057`,");
+    expect_clean("Decide whether user text may turn into control tokens: llama-server's `parse_special` flag.");
+    expect_clean("241.2 tok/s (4.15 ms/token at 128) | vLLM, nvidia/Qwen3-30B-A3B-NVFP4 (FlashInfer)");
 }
 
 static void test_codepoint_offsets(void **st) {

@@ -810,7 +810,16 @@ static int ck_key_value(const scan_ctx *c, size_t *b, size_t *e, float *score) {
     if (!up && !dg && !sym) return 0; /* all lower-case letters: prose ("password is required") */
     /* the key as written: the run of word characters before the separator */
     size_t ke = *b;
-    while (ke > 0 && strchr(" \t\"'`:=>", c->s[ke - 1])) ke--;
+    for (;;) { /* separators: punctuation, "is"/"ist"/"est"/"es", "è", a full-width colon */
+        while (ke > 0 && c->s[ke - 1] && strchr(" \t\"'`:=>", c->s[ke - 1])) ke--;
+        static const char *const sep_words[] = {" is", " ist", " est", " es", "è", "："};
+        size_t k = 0;
+        for (; k < LL_ARRAY_LEN(sep_words); k++) {
+            size_t m = strlen(sep_words[k]);
+            if (ke >= m && !strncasecmp(c->s + ke - m, sep_words[k], m)) { ke -= m; break; }
+        }
+        if (k == LL_ARRAY_LEN(sep_words)) break;
+    }
     size_t ks = ke;
     while (ks > 0 && (isalnum((unsigned char)c->s[ks - 1]) || c->s[ks - 1] == '_' || c->s[ks - 1] == '-')) ks--;
     const char *key = c->s + ks;
