@@ -84,7 +84,8 @@ bench-cpu: $(BUILD)/bench/cpu_gemv
 # privacy gate: the synthetic labelled set (deterministic) and the rule evaluation + scan-time bound
 bench-privacy: $(BUILD)/bench/privacy_eval
 	python3 bench/privacy_gen.py > $(BUILD)/privacy_eval.jsonl
-	$(BUILD)/bench/privacy_eval $(BUILD)/privacy_eval.jsonl --md bench/results/privacy.md
+	$(BUILD)/bench/privacy_eval $(BUILD)/privacy_eval.jsonl --md bench/results/privacy.md \
+	    $$(for f in ../shared/DESIGN.md ../shared/reference/*.md; do [ -f $$f ] && printf -- '--clean %s ' $$f; done)
 	python3 bench/privacy_gen.py --seed 7 > $(BUILD)/privacy_eval_seed7.jsonl
 	$(BUILD)/bench/privacy_eval $(BUILD)/privacy_eval_seed7.jsonl --md $(BUILD)/privacy_seed7.md
 	printf '\n---\n\n# Second seed (new values, same templates)\n\n' >> bench/results/privacy.md

@@ -2,7 +2,10 @@
  * privacy_eval.c — evaluation of the privacy detectors on the synthetic labelled set written by
  * bench/privacy_gen.py, and the scan-time bound on MB-sized and pathological inputs.
  *
- *   build/bench/privacy_eval SET.jsonl [--md OUT.md] [--errors N] [--pii-model DIR]
+ *   build/bench/privacy_eval SET.jsonl [--md OUT.md] [--errors N] [--pii-model DIR] [--clean FILE]...
+ *
+ * --clean FILE (repeatable): real PII-free text (documentation); every paragraph (blank-line
+ * separated) is scanned and the fraction flagged is reported as a second, non-synthetic FP0.
  *
  * With --pii-model (a PII-Tracer checkpoint directory with its tokenizer) the scan is rules +
  * model (pii_scan); otherwise rules alone.
@@ -56,11 +59,14 @@ int main(int argc, char **argv) {
         return 2;
     }
     const char *md_path = NULL, *model_dir = NULL;
+    const char *clean_files[32];
+    int n_clean = 0;
     int show_errors = 0;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--md") && i + 1 < argc) md_path = argv[++i];
         else if (!strcmp(argv[i], "--errors") && i + 1 < argc) show_errors = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--pii-model") && i + 1 < argc) model_dir = argv[++i];
+        else if (!strcmp(argv[i], "--clean") && i + 1 < argc && n_clean < 32) clean_files[n_clean++] = argv[++i];
     }
     pii_model model;
     tok_tokenizer *tok = NULL;
@@ -217,6 +223,42 @@ int main(int argc, char **argv) {
         size_t ul = strlen(path[k].unit);
         for (size_t i = 0; i < pn; i++) p[i] = path[k].unit[i % ul];
         time_text(path[k].label, p, pn, md);
+    }
+    if (n_clean) {
+        /* real clean text: paragraphs of documentation files */
+        int paras = 0, flagged = 0;
+        for (int f = 0; f < n_clean; f++) {
+            char *t;
+            size_t tl;
+            if (ll_read_file(clean_files[f], &t, &tl)) continue;
+            size_t pos = 0;
+            while (pos < tl) {
+                const char *end = memmem(t + pos, tl - pos, "\n\n", 2);
+                size_t pe = end ? (size_t)(end - t) : tl;
+                if (pe > pos + 1) {
+                    pii_spans sp = {0};
+                    if (model_dir ? pii_scan(t + pos, pe - pos, &model, tok, &sp, NULL) : pii_rules_scan(t + pos, pe - pos, &sp)) break;
+                    paras++;
+                    if (sp.n) {
+                        flagged++;
+                        if (show_errors-- > 0)
+                            printf("FP-real %s %s «%.*s»\n", clean_files[f], pii_category_name(sp.v[0].label),
+                                   (int)(sp.v[0].bend - sp.v[0].bstart), t + pos + sp.v[0].bstart);
+                    }
+                    pii_spans_free(&sp);
+                }
+                pos = pe + 2;
+            }
+            ll_free(t);
+        }
+        printf("FP0 on real documentation: %d of %d paragraphs flagged = %.3f\n", flagged, paras,
+               paras ? (double)flagged / paras : 0);
+        if (md)
+            fprintf(md, "\n## FP0 on real text\n\n%d of %d paragraphs of real, PII-free documentation (the project's design "
+                        "and reference notes: model specs, benchmarks, API notes full of ids, versions, URLs and numbers) "
+                        "flagged = **%.3f**. (Not a held-out number either: the rules were checked against these notes once, "
+                        "and the four false positives found then, token ids after \"id\" and in `token_id=`, a model name "
+                        "near \"token\", \"tokens: llama-server\", were fixed.)\n", flagged, paras, paras ? (double)flagged / paras : 0);
     }
     if (md) {
         fprintf(md, "\n## Notes\n\n"
