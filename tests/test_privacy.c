@@ -173,6 +173,8 @@ static void test_hard_negatives(void **st) {
     expect_clean("Hello World! Hi Team, thanks everyone.");
     expect_clean("git clone https://github.com/torvalds/linux.git && cd linux");
     expect_clean("Checksum sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08");
+    expect_clean("Report bugs to gmp-bugs@gmplib.org or support@acme-tools.io; list: procps@freelists.org.");
+    expect_clean("File an issue at https://gitlab.gnome.org/GNOME/glib/issues/new please.");
     /* found on the project's own reference notes while tuning */
     expect_clean("- eos id 248046 and pad id 248055.");
     expect_clean("`tie_word_embeddings=false`, `image_token_id=248056`, `video_token_id=248057`,");

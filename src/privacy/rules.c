@@ -394,6 +394,24 @@ static int ck_email(const scan_ctx *c, size_t *b, size_t *e, float *score) {
                                            "first.last", "foo", "bar", "test", "git"};
     for (size_t i = 0; i < LL_ARRAY_LEN(ex_local); i++)
         if (local == strlen(ex_local[i]) && !strncasecmp(s, ex_local[i], local)) return 0;
+    /* role and mailing-list addresses reach an organisation, not a person */
+    static const char *const role[] = {"info", "support", "contact", "admin", "noreply", "no-reply", "donotreply", "sales",
+                                       "help", "webmaster", "postmaster", "hostmaster", "abuse", "security", "privacy",
+                                       "hello", "office", "press", "jobs", "careers", "billing", "bugs", "team", "list",
+                                       "notifications", "mailer-daemon", "root"};
+    for (size_t i = 0; i < LL_ARRAY_LEN(role); i++)
+        if (local == strlen(role[i]) && !strncasecmp(s, role[i], local)) return 0;
+    static const char *const role_suffix[] = {"-bugs", "-devel", "-announce", "-users", "-discuss", "-request", "-owner",
+                                              "-maintainers", "-team", "-help", "-support"};
+    for (size_t i = 0; i < LL_ARRAY_LEN(role_suffix); i++) {
+        size_t m = strlen(role_suffix[i]);
+        if (local > m && !strncasecmp(s + local - m, role_suffix[i], m)) return 0;
+    }
+    if (!strncasecmp(s, "incoming+", 9)) return 0;
+    static const char *const list_dom[] = {"lists.", "freelists.org", "googlegroups.com", "packages.debian.org",
+                                           "bugs.debian.org", "users.noreply.github.com", "noreply."};
+    for (size_t i = 0; i < LL_ARRAY_LEN(list_dom); i++)
+        if (ci_has(dom, dn, list_dom[i])) return 0;
     for (const char *p = dom; p < end; p++)
         if (*p == '-' && (p[1] == '.' || p == end - 1)) return 0;
     *score = 0.95f;
@@ -492,8 +510,8 @@ static int host_is_intranet(const char *h, size_t hn) {
         size_t m = strlen(tld[i]);
         if (hn > m && !strncasecmp(h + hn - m, tld[i], m)) return 1;
     }
-    static const char *const lab[] = {"intranet.", "internal.", ".corp.", ".internal.", ".intra.", "vpn.", "sso.",
-                                      "jira.", "confluence.", "gitlab.", "grafana.", "kibana."};
+    /* (tool names such as gitlab. or jira. are not enough: gitlab.gnome.org is public) */
+    static const char *const lab[] = {"intranet.", "internal.", ".corp.", ".internal.", ".intra."};
     for (size_t i = 0; i < LL_ARRAY_LEN(lab); i++)
         if (ci_has(h, hn, lab[i]) && (lab[i][0] == '.' || !strncasecmp(h, lab[i], strlen(lab[i])))) {
             /* public SaaS (gitlab.com) is not private */
