@@ -3,6 +3,11 @@
  * UTF-8, pathological repetitions), span invariants, mask -> unmask round trip, and streamed
  * unmasking split at an input-chosen point equal to whole-text unmasking.
  *   make fuzz && build-fuzz/fuzz_privacy -max_total_time=60
+ * or, needing only the privacy sources (make fuzz also compiles quant_x86.c, which this clang
+ * rejects: "invalid cpu feature string" for f16c):
+ *   clang -std=c11 -D_GNU_SOURCE -g -O1 -Isrc -fsanitize=fuzzer,address,undefined \
+ *     -o build-fuzz/fuzz_privacy tests/fuzz/fuzz_privacy.c src/privacy/rules.c \
+ *     src/privacy/validators.c src/privacy/mask.c src/base/base.c -lpcre2-8 -lm -lpthread
  */
 #include <stdint.h>
 #include <stdlib.h>
