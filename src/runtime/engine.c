@@ -121,11 +121,14 @@ ll_status ll_engine_open(const ll_engine_params *p, ll_engine **out) {
         snprintf(e->model_id, sizeof(e->model_id), "%s", basename(tmp));
     }
     if ((st = qwen_model_load(p->model_path, &e->model)) != LL_OK) goto fail;
-    const char *tp = p->tokenizer_path ? p->tokenizer_path : dir;
+    size_t mlen = strlen(p->model_path);
+    int is_gguf = mlen > 5 && !strcmp(p->model_path + mlen - 5, ".gguf");
+    /* a GGUF carries its tokenizer; a directory has tokenizer.json beside the weights */
+    const char *tp = p->tokenizer_path ? p->tokenizer_path : is_gguf ? p->model_path : dir;
     char tj[4200];
     snprintf(tj, sizeof(tj), "%s/tokenizer.json", dir);
     struct stat tst;
-    if (!p->tokenizer_path && stat(tj, &tst) != 0) {
+    if (!p->tokenizer_path && !is_gguf && stat(tj, &tst) != 0) {
         ll_log(LL_LOG_WARN, "%s: no tokenizer.json: only token-id prompts and outputs are possible", dir);
     } else if ((st = tok_load_file(tp, &e->tok)) != LL_OK) {
         goto fail;
@@ -263,11 +266,15 @@ static ll_status render_chat(ll_engine *e, const ll_gen_request *r, char **text,
     if (!e->chat) return ll_err(LL_ERR_INVALID, "this model has no chat template; use /v1/completions");
     if (!cJSON_IsArray(r->messages)) return ll_err(LL_ERR_INVALID, "messages: must be an array");
     cJSON *req = cJSON_CreateObject();
-    if (!req) return ll_err(LL_ERR_OOM, "out of memory");
-    cJSON_AddItemReferenceToObject(req, "messages", (cJSON *)r->messages);
+    cJSON *msgs = cJSON_Duplicate(r->messages, 1); /* normalised below; the caller's stays intact */
+    if (!req || !msgs) { cJSON_Delete(req); cJSON_Delete(msgs); return ll_err(LL_ERR_OOM, "out of memory"); }
+    cJSON_AddItemToObject(req, "messages", msgs);
     if (r->tools) cJSON_AddItemReferenceToObject(req, "tools", (cJSON *)r->tools);
     if (r->template_kwargs) cJSON_AddItemReferenceToObject(req, "chat_template_kwargs", (cJSON *)r->template_kwargs);
     cJSON_AddBoolToObject(req, "add_generation_prompt", 1);
+    /* OpenAI clients send tool-call arguments as JSON text; the Qwen templates iterate them as
+     * objects (as vLLM and llama.cpp also convert) */
+    tmpl_normalize_tool_args(req);
     ll_status st = tmpl_render(e->chat, req, NULL, text, len);
     cJSON_Delete(req);
     if (st != LL_OK) return st;
