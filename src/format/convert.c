@@ -631,7 +631,7 @@ ll_status convert_model(const char *src, const char *dst, const convert_opts *o,
     }
     if (st != LL_OK) goto done;
     if (!(pool = ll_pool_new(o->threads))) { st = ll_err(LL_ERR_OOM, "convert: cannot start threads: %s", ll_errmsg()); goto done; }
-    const size_t chunk = (size_t)32 << 20; /* output bytes per chunk */
+    const size_t chunk = (size_t)8 << 20; /* output bytes per chunk (also the cancel / progress granularity) */
     buf = ll_malloc(chunk + max_rb);
     scratch = ll_malloc((size_t)ll_pool_size(pool) * 2 * (size_t)max_cols * sizeof(float));
     size_t tl = strlen(dst) + 32;

@@ -267,10 +267,11 @@ ll_status tok_load_file(const char *path, tok_tokenizer **out) {
         snprintf(cj, sizeof(cj), "%s/tokenizer_config.json", path);
         snprintf(tp, sizeof(tp), "%s/chat_template.jinja", path);
     } else {
-        size_t l = strlen(path);
-        if (l > 5 && !strcmp(path + l - 5, ".gguf"))
-            return ll_err(LL_ERR_UNSUPPORTED, "%s: loading a tokenizer from GGUF needs the GGUF reader (not yet wired: "
-                          "build a tok_spec from tokenizer.ggml.* and call tok_build)", path);
+        FILE *fp = fopen(path, "rb");
+        char mg[4] = {0};
+        int gg = fp && fread(mg, 1, 4, fp) == 4 && !memcmp(mg, "GGUF", 4);
+        if (fp) fclose(fp);
+        if (gg) return tok_load_gguf(path, out);
         snprintf(tj, sizeof(tj), "%s", path);
         /* a tokenizer_config.json / chat_template.jinja beside the file are used too */
         const char *sl = strrchr(path, '/');
