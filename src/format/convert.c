@@ -571,12 +571,24 @@ static void chunk_worker(void *ctx, int ith, int nth) {
 }
 
 /* Drops the (clean, file-backed) pages of a converted source range, so the resident size stays
- * bounded on machines with less memory than the model. */
+ * bounded (about one chunk of source) on machines with less memory than the model. */
 static void drop_pages(const void *p, size_t n) {
     long pg = sysconf(_SC_PAGESIZE);
     if (pg <= 0 || !p || !n) return;
     uintptr_t a = ((uintptr_t)p + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1), b = ((uintptr_t)p + n) & ~((uintptr_t)pg - 1);
     if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
+/* Drops the source pages of output rows [r0, r0 + nr) once they are written (V-head reordered
+ * rows stay within their matrix, so at worst a page is read twice). */
+static void drop_rows(const out_tensor *t, int64_t r0, int64_t nr) {
+    int64_t per = t->mats[0].rows;
+    for (int64_t r = r0; r < r0 + nr;) {
+        int64_t k = r / per, lo = r % per, hi = LL_MIN(per, lo + (r0 + nr - r));
+        const ll_mat *m = &t->mats[k];
+        drop_pages(ll_mat_row(m, lo), (size_t)(hi - lo) * m->row_bytes);
+        r += hi - lo;
+    }
 }
 
 /* ---------------------------------------------------------------- driver */
@@ -659,9 +671,8 @@ ll_status convert_model(const char *src, const char *dst, const convert_opts *o,
             uint64_t sb_ = t->src_bytes * (uint64_t)j.nr / (uint64_t)t->rows;
             done_bytes += sb_;
             if (o->progress) o->progress(o->progress_ud, done_bytes, total);
+            if (!t->f32) drop_rows(t, r, j.nr);
         }
-        if (!t->f32)
-            for (int k = 0; k < t->n_mats; k++) drop_pages(t->mats[k].data, (size_t)t->mats[k].rows * t->mats[k].row_bytes);
     }
     if (st == LL_OK) st = gguf_writer_end(w, f, tmp);
     if (st == LL_OK && fflush(f) != 0) st = ll_err(LL_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
