@@ -507,8 +507,9 @@ static ll_status write_tokenizer_kv(gguf_writer *w, const char *dir, int32_t n_v
 }
 
 /* A GGUF source: every key but the ones that describe the new file is copied as it is (as
- * llama-quantize does). */
-static ll_status copy_gguf_kv(gguf_writer *w, const gguf_file *g, convert_type ty) {
+ * llama-quantize does). MTP blocks are not carried over (the loader skips them), so block_count
+ * becomes the main stack's and nextn_predict_layers is dropped. */
+static ll_status copy_gguf_kv(gguf_writer *w, const gguf_file *g, convert_type ty, const qwen_hparams *hp) {
     uint32_t ftype = 0;
     for (size_t i = 0; i < LL_ARRAY_LEN(k_types); i++)
         if (k_types[i].t == ty) ftype = k_types[i].ftype;
@@ -516,6 +517,11 @@ static ll_status copy_gguf_kv(gguf_writer *w, const gguf_file *g, convert_type t
         const char *k = g->kv[i].key;
         if (!strcmp(k, "general.file_type") || !strcmp(k, "general.quantization_version") || !strcmp(k, "general.alignment")) continue;
         if (!strncmp(k, "split.", 6)) continue;
+        if (!strcmp(k, ARCH ".nextn_predict_layers")) continue;
+        if (!strcmp(k, ARCH ".block_count")) {
+            LL_TRY(set_u32(w, k, hp->n_layer));
+            continue;
+        }
         LL_TRY(gguf_writer_set_value(w, k, &g->kv[i].val));
     }
     LL_TRY(set_u32(w, "general.file_type", ftype));
@@ -626,7 +632,7 @@ ll_status convert_model(const char *src, const char *dst, const convert_opts *o,
         if (sl) *sl = '\0';
         else snprintf(src_dir, sizeof(src_dir), ".");
     }
-    if (m->file->kind == QWEN_FILE_GGUF) st = copy_gguf_kv(w, m->file->gguf, o->type);
+    if (m->file->kind == QWEN_FILE_GGUF) st = copy_gguf_kv(w, m->file->gguf, o->type, &m->hp);
     else {
         st = write_arch_kv(w, &m->hp, src_dir, o->name ? o->name : base_name(src, nm, sizeof(nm)), o->type);
         if (st == LL_OK) st = write_tokenizer_kv(w, src_dir, m->hp.n_vocab);
