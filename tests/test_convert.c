@@ -591,6 +591,64 @@ static void test_synth_real_tokenizer(void **st) {
     assert_int_equal(eos, 151645);
     assert_true(gguf_has(gf, "tokenizer.chat_template"));
     gguf_close(gf);
+    /* and the GGUF's tokenizer encodes exactly as the HF files do */
+    tok_tokenizer *th, *tg;
+    assert_int_equal(tok_load_file(d, &th), LL_OK);
+    if (tok_load_file(g, &tg) != LL_OK) fail_msg("%s", ll_errmsg());
+    assert_int_equal(tok_n_vocab(th), tok_n_vocab(tg));
+    assert_int_equal(tok_eos(th), tok_eos(tg));
+    assert_string_equal(tok_chat_template(th), tok_chat_template(tg));
+    static const char *texts[] = {"Hello, world! <|im_start|>user\nCafé naïve 東京 123456 <think>x</think>",
+                                  "  leading spaces\t\ttabs\n\n\nnewlines ☃️🎉 e\xcc\x81 (NFC)", "def f(x):\n    return x**2  # ok"};
+    for (size_t i = 0; i < LL_ARRAY_LEN(texts); i++) {
+        tok_ids a = {0}, b = {0};
+        assert_int_equal(tok_encode(th, texts[i], strlen(texts[i]), 0, &a), LL_OK);
+        assert_int_equal(tok_encode(tg, texts[i], strlen(texts[i]), 0, &b), LL_OK);
+        assert_int_equal(a.n, b.n);
+        assert_memory_equal(a.ids, b.ids, a.n * sizeof(int32_t));
+        tok_ids_free(&a);
+        tok_ids_free(&b);
+    }
+    tok_free(th);
+    tok_free(tg);
+}
+
+/* ---------------------------------------------------------------- MLX fixture */
+
+/* shared/fixtures/small-mlx4, made by tests/gen/gen_mlx_fixture.py (needs torch + transformers,
+ * i.e. one run on the GPU machine): MLX loading against transformers on the dequantized weights,
+ * and `lilac convert` from the MLX folder (f32 keeps the dequantized values exactly). */
+static void test_mlx_fixture(void **st) {
+    (void)st;
+    const char *dir = tu_shared_path("fixtures/small-mlx4");
+    if (!tu_is_dir(dir)) {
+        print_message("fixtures/small-mlx4 is absent: run tests/gen/gen_mlx_fixture.py on the GPU machine (torch + transformers)\n");
+        skip();
+    }
+    golden g;
+    golden_open(&g, "small-mlx4");
+    qwen_model *m;
+    if (qwen_model_load(dir, &m) != LL_OK) fail_msg("%s", ll_errmsg());
+    assert_string_equal(m->format_name, "mlx");
+    float *lg = run_logits(m, g.tok, g.T);
+    double mx = 0;
+    for (int64_t i = 0; i < (int64_t)g.T * g.V; i++) mx = fmax(mx, fabs((double)lg[i] - g.logits[i]));
+    print_message("small-mlx4: max |logit - golden| = %.3g\n", mx);
+    assert_true(mx <= 1e-3);
+    free(lg);
+    qwen_model_free(m);
+    char out[512];
+    path(out, sizeof(out), g_tmp, "mlx-f32.gguf");
+    convert_ok(dir, out, CONVERT_F32);
+    if (qwen_model_load(out, &m) != LL_OK) fail_msg("%s", ll_errmsg());
+    lg = run_logits(m, g.tok, g.T);
+    mx = 0;
+    for (int64_t i = 0; i < (int64_t)g.T * g.V; i++) mx = fmax(mx, fabs((double)lg[i] - g.logits[i]));
+    print_message("small-mlx4 → f32 GGUF: max |logit - golden| = %.3g\n", mx);
+    assert_true(mx <= 1e-3);
+    free(lg);
+    qwen_model_free(m);
+    st_close(&g.f);
 }
 
 static int setup(void **st) {
@@ -621,6 +679,7 @@ int main(void) {
         cmocka_unit_test(test_refuses_overwrite),
         cmocka_unit_test(test_synth_round_trip),
         cmocka_unit_test(test_synth_real_tokenizer),
+        cmocka_unit_test(test_mlx_fixture),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

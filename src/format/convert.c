@@ -507,8 +507,9 @@ static ll_status write_tokenizer_kv(gguf_writer *w, const char *dir, int32_t n_v
 }
 
 /* A GGUF source: every key but the ones that describe the new file is copied as it is (as
- * llama-quantize does). */
-static ll_status copy_gguf_kv(gguf_writer *w, const gguf_file *g, convert_type ty) {
+ * llama-quantize does). MTP blocks are not carried over (the loader skips them), so block_count
+ * becomes the main stack's and nextn_predict_layers is dropped. */
+static ll_status copy_gguf_kv(gguf_writer *w, const gguf_file *g, convert_type ty, const qwen_hparams *hp) {
     uint32_t ftype = 0;
     for (size_t i = 0; i < LL_ARRAY_LEN(k_types); i++)
         if (k_types[i].t == ty) ftype = k_types[i].ftype;
@@ -516,6 +517,11 @@ static ll_status copy_gguf_kv(gguf_writer *w, const gguf_file *g, convert_type t
         const char *k = g->kv[i].key;
         if (!strcmp(k, "general.file_type") || !strcmp(k, "general.quantization_version") || !strcmp(k, "general.alignment")) continue;
         if (!strncmp(k, "split.", 6)) continue;
+        if (!strcmp(k, ARCH ".nextn_predict_layers")) continue;
+        if (!strcmp(k, ARCH ".block_count")) {
+            LL_TRY(set_u32(w, k, hp->n_layer));
+            continue;
+        }
         LL_TRY(gguf_writer_set_value(w, k, &g->kv[i].val));
     }
     LL_TRY(set_u32(w, "general.file_type", ftype));
@@ -571,12 +577,24 @@ static void chunk_worker(void *ctx, int ith, int nth) {
 }
 
 /* Drops the (clean, file-backed) pages of a converted source range, so the resident size stays
- * bounded on machines with less memory than the model. */
+ * bounded (about one chunk of source) on machines with less memory than the model. */
 static void drop_pages(const void *p, size_t n) {
     long pg = sysconf(_SC_PAGESIZE);
     if (pg <= 0 || !p || !n) return;
     uintptr_t a = ((uintptr_t)p + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1), b = ((uintptr_t)p + n) & ~((uintptr_t)pg - 1);
     if (b > a) madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
+/* Drops the source pages of output rows [r0, r0 + nr) once they are written (V-head reordered
+ * rows stay within their matrix, so at worst a page is read twice). */
+static void drop_rows(const out_tensor *t, int64_t r0, int64_t nr) {
+    int64_t per = t->mats[0].rows;
+    for (int64_t r = r0; r < r0 + nr;) {
+        int64_t k = r / per, lo = r % per, hi = LL_MIN(per, lo + (r0 + nr - r));
+        const ll_mat *m = &t->mats[k];
+        drop_pages(ll_mat_row(m, lo), (size_t)(hi - lo) * m->row_bytes);
+        r += hi - lo;
+    }
 }
 
 /* ---------------------------------------------------------------- driver */
@@ -614,7 +632,7 @@ ll_status convert_model(const char *src, const char *dst, const convert_opts *o,
         if (sl) *sl = '\0';
         else snprintf(src_dir, sizeof(src_dir), ".");
     }
-    if (m->file->kind == QWEN_FILE_GGUF) st = copy_gguf_kv(w, m->file->gguf, o->type);
+    if (m->file->kind == QWEN_FILE_GGUF) st = copy_gguf_kv(w, m->file->gguf, o->type, &m->hp);
     else {
         st = write_arch_kv(w, &m->hp, src_dir, o->name ? o->name : base_name(src, nm, sizeof(nm)), o->type);
         if (st == LL_OK) st = write_tokenizer_kv(w, src_dir, m->hp.n_vocab);
@@ -631,7 +649,7 @@ ll_status convert_model(const char *src, const char *dst, const convert_opts *o,
     }
     if (st != LL_OK) goto done;
     if (!(pool = ll_pool_new(o->threads))) { st = ll_err(LL_ERR_OOM, "convert: cannot start threads: %s", ll_errmsg()); goto done; }
-    const size_t chunk = (size_t)32 << 20; /* output bytes per chunk */
+    const size_t chunk = (size_t)8 << 20; /* output bytes per chunk (also the cancel / progress granularity) */
     buf = ll_malloc(chunk + max_rb);
     scratch = ll_malloc((size_t)ll_pool_size(pool) * 2 * (size_t)max_cols * sizeof(float));
     size_t tl = strlen(dst) + 32;
@@ -659,9 +677,8 @@ ll_status convert_model(const char *src, const char *dst, const convert_opts *o,
             uint64_t sb_ = t->src_bytes * (uint64_t)j.nr / (uint64_t)t->rows;
             done_bytes += sb_;
             if (o->progress) o->progress(o->progress_ud, done_bytes, total);
+            if (!t->f32) drop_rows(t, r, j.nr);
         }
-        if (!t->f32)
-            for (int k = 0; k < t->n_mats; k++) drop_pages(t->mats[k].data, (size_t)t->mats[k].rows * t->mats[k].row_bytes);
     }
     if (st == LL_OK) st = gguf_writer_end(w, f, tmp);
     if (st == LL_OK && fflush(f) != 0) st = ll_err(LL_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));

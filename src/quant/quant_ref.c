@@ -295,43 +295,55 @@ static inline int rnd_small(float v) {
 }
 
 /* Fits x[0..n) ≈ s*q - m with q in [0, nmax], s >= 0, m >= 0 (the K-quant sub-block model),
- * minimising the squared error. Candidates: min/max scaling, then 21 inverse scales around
- * nmax/(max-min); for each, the codes are rounded and (s, m) refitted by least squares. The
- * squared error of (codes, refit) is computed in closed form from the sums; it bounds the error
- * after re-rounding with the refit, and the lowest bound wins. Returns s and writes *m_out. */
+ * minimising the squared error. Grid search over inverse scales around nmax/(max-min) with a
+ * least-squares refit of (s, m) for each rounding; returns s and writes *m.
+ * Speed matters here (it is the inner loop of `lilac convert`): single precision (the sums are
+ * of at most 32 small integers or products, exact enough), multiplications by reciprocals
+ * instead of divisions, and rounding by (int)(v + 0.5) where v >= 0 is known. */
 static float quant_fit_affine(const float *x, int n, int nmax, float *m_out) {
-    float lo = 0, hi = x[0];
-    double sx = 0, sxx = 0;
-    for (int i = 0; i < n; i++) {
-        lo = fminf(lo, x[i]);
-        hi = fmaxf(hi, x[i]);
-        sx += x[i];
-        sxx += (double)x[i] * x[i];
-    }
+    float lo = 0, hi = x[0], sx = 0;
+    for (int i = 0; i < n; i++) { lo = fminf(lo, x[i]); hi = fmaxf(hi, x[i]); sx += x[i]; }
     if (hi <= lo) { *m_out = -lo; return 0; } /* constant block at <= 0 */
-    float best_s = (hi - lo) / (float)nmax, best_b = lo;
-    double best_err = INFINITY;
-    for (int k = -11; k <= 10; k++) {
-        /* k = -11 is the plain min/max candidate, evaluated without a refit */
-        float is = k < -10 ? (float)nmax / (hi - lo) : ((float)nmax + 0.1f * (float)k) / (hi - lo);
-        double sq = 0, sqq = 0, sqx = 0;
+    float best_s = (hi - lo) / (float)nmax, best_b = lo, best_err = 0, inv_range = 1.0f / (hi - lo);
+    {
+        float is = 1.0f / best_s;
         for (int i = 0; i < n; i++) {
-            int q = clampi(rnd_small(is * (x[i] - lo)), 0, nmax);
-            sq += q; sqq += (double)q * q; sqx += (double)q * x[i];
+            int q = LL_MIN((int)((x[i] - lo) * is + 0.5f), nmax);
+            float e = best_s * (float)q + lo - x[i];
+            best_err += e * e;
         }
-        double sc, b;
-        if (k < -10) {
-            sc = (double)(hi - lo) / nmax; b = lo;
-        } else {
-            double det = n * sqq - sq * sq;
-            if (det <= 0) continue;
-            sc = (n * sqx - sq * sx) / det;
-            b = (sx - sc * sq) / n;
-            if (b > 0) { b = 0; sc = sqq > 0 ? sqx / sqq : 0; } /* the min must stay <= 0 */
-            if (sc <= 0) continue;
-        }
-        double err = sc * sc * sqq + 2 * sc * b * sq + n * b * b - 2 * sc * sqx - 2 * b * sx + sxx;
-        if (err < best_err) { best_err = err; best_s = (float)sc; best_b = (float)b; }
+    }
+    const float nm = (float)nmax;
+    for (int k = -10; k <= 10; k++) {
+        float is = (nm + 0.1f * (float)k) * inv_range;
+        /* 8 partial sums per quantity: lets the compiler vectorize these loops (n % 8 == 0) */
+        float aq[8] = {0}, aqq[8] = {0}, aqx[8] = {0};
+        for (int i = 0; i < n; i += 8)
+            for (int j = 0; j < 8; j++) {
+                float q = (float)(int)(is * (x[i + j] - lo) + 0.5f);
+                q = q > nm ? nm : q;
+                aq[j] += q; aqq[j] += q * q; aqx[j] += q * x[i + j];
+            }
+        float sq = 0, sqq = 0, sqx = 0;
+        for (int j = 0; j < 8; j++) { sq += aq[j]; sqq += aqq[j]; sqx += aqx[j]; }
+        float det = (float)n * sqq - sq * sq;
+        if (det <= 0) continue;
+        float s = ((float)n * sqx - sq * sx) / det, b = (sx - s * sq) / (float)n;
+        if (b > 0) { b = 0; s = sqq > 0 ? sqx / sqq : 0; } /* the min must stay <= 0 */
+        if (s <= 0) continue;
+        float ae[8] = {0}, inv = 1.0f / s;
+        for (int i = 0; i < n; i += 8)
+            for (int j = 0; j < 8; j++) {
+                float v = (x[i + j] - b) * inv + 0.5f; /* may be < 0.5 when b > lo: clamped to 0 */
+                v = v < 0.0f ? 0.0f : v;
+                float q = (float)(int)v;
+                q = q > nm ? nm : q;
+                float e = s * q + b - x[i + j];
+                ae[j] += e * e;
+            }
+        float err = 0;
+        for (int j = 0; j < 8; j++) err += ae[j];
+        if (err < best_err) { best_err = err; best_s = s; best_b = b; }
     }
     *m_out = -best_b;
     return best_s;

@@ -354,9 +354,11 @@ ll_status tok_load_file(const char *path, tok_tokenizer **out) {
             if (path_join(vj, sizeof(vj), path, pl, "vocab.json") && is_file(vj)) return load_slow_dir(path, cj, tp, out);
         }
     } else {
-        if (pl > 5 && !strcmp(path + pl - 5, ".gguf"))
-            return ll_err(LL_ERR_UNSUPPORTED, "%s: loading a tokenizer from GGUF needs the GGUF reader (not yet wired: "
-                          "build a tok_spec from tokenizer.ggml.* and call tok_build)", path);
+        FILE *fp = fopen(path, "rb");
+        char mg[4] = {0};
+        int gg = fp && fread(mg, 1, 4, fp) == 4 && !memcmp(mg, "GGUF", 4);
+        if (fp) fclose(fp);
+        if (gg) return tok_load_gguf(path, out);
         if (pl >= sizeof(tj)) return ll_err(LL_ERR_INVALID, "%s: path too long", path);
         memcpy(tj, path, pl + 1);
         /* a tokenizer_config.json / chat_template.jinja beside the file are used too */

@@ -86,11 +86,14 @@ ll_status tok_build(const tok_spec *spec, tok_tokenizer **out);
  * and chat_template; config may be NULL). `name` is used in error messages. */
 ll_status tok_load_json(const char *json, size_t len, const char *config, size_t config_len, const char *name,
                         tok_tokenizer **out);
-/* A tokenizer.json file, or a model directory holding tokenizer.json (+ tokenizer_config.json,
- * chat_template.jinja when present), or else vocab.json + merges.txt + tokenizer_config.json (NFC,
- * regex from the config's pretokenize_regex, Qwen2's otherwise). GGUF files are refused for now
- * (needs the GGUF reader; see docs/tokenizer.md for the glue). */
+/* A tokenizer.json file, a model directory holding tokenizer.json (+ tokenizer_config.json,
+ * chat_template.jinja when present), or a GGUF file (tok_load_gguf). */
 ll_status tok_load_file(const char *path, tok_tokenizer **out);
+/* From a GGUF file's tokenizer.ggml.* arrays (tok_gguf.c); tok_load_gguf_file takes an open
+ * file (a loaded model's). */
+struct gguf_file;
+ll_status tok_load_gguf(const char *path, tok_tokenizer **out);
+ll_status tok_load_gguf_file(const struct gguf_file *g, tok_tokenizer **out);
 void tok_free(tok_tokenizer *t);
 
 /* The split regex for a llama.cpp pre-tokenizer name (tokenizer.ggml.pre): "qwen2" (Qwen2/3)

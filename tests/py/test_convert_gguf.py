@@ -192,3 +192,52 @@ def test_cli_quantize_info_and_errors(converted, tmp_path):
     r = lilac("convert", shared() / "fixtures" / "small", "-o", tmp_path / "x.gguf", "--type", "q3_k", check=False)
     assert r.returncode == 2 and "unknown --type" in r.stderr
     assert not (tmp_path / "x.gguf").exists()
+
+
+def test_cli_sigint_leaves_nothing(tmp_path):
+    """Ctrl-C during a conversion: exit status 1, a clear message, no output and no temporary file."""
+    import json
+    import signal
+    import time
+    cfg = {"model_type": "qwen3_5_moe", "tie_word_embeddings": False, "text_config": {
+        "model_type": "qwen3_5_moe_text", "vocab_size": 4096, "hidden_size": 512, "num_hidden_layers": 2,
+        "layer_types": ["linear_attention", "full_attention"], "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 128, "linear_num_key_heads": 4, "linear_num_value_heads": 8, "linear_key_head_dim": 64,
+        "linear_value_head_dim": 64, "linear_conv_kernel_dim": 4, "num_experts": 32, "num_experts_per_tok": 2,
+        "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512, "rms_norm_eps": 1e-6,
+        "tie_word_embeddings": False, "rope_parameters": {"rope_theta": 1e7, "partial_rotary_factor": 0.25}}}
+    (tmp_path / "cfg.json").write_text(json.dumps(cfg))
+    src, out = tmp_path / "m", tmp_path / "out.gguf"
+    lilac("synth", "--config", tmp_path / "cfg.json", "-o", src, "-q")
+    p = subprocess.Popen([LILAC, "convert", str(src), "-o", str(out), "--type", "q6_k", "--threads", "1"],
+                         stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while not any(f.name.startswith("out.gguf.part.") for f in tmp_path.iterdir()) and time.time() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)
+    p.send_signal(signal.SIGINT)
+    err = p.communicate(timeout=120)[1]
+    if p.returncode == 0:
+        pytest.skip("the conversion finished before the signal")
+    assert p.returncode == 1 and "interrupted" in err, err
+    assert not out.exists()
+    assert not [f for f in tmp_path.iterdir() if ".part." in f.name]
+
+
+def test_synth_cli_formats(tmp_path):
+    """`lilac synth` writes the documented files; both formats load in `lilac info`."""
+    d = tmp_path / "st"
+    lilac("synth", "--preset", "tiny", "--seed", "3", "-o", d, "-q")
+    for f in ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "chat_template.jinja",
+              "generation_config.json"):
+        assert (d / f).is_file(), f
+    g = tmp_path / "m.gguf"
+    lilac("synth", "--preset", "tiny", "--seed", "3", "--format", "gguf", "--type", "q8_0", "-o", g, "-q")
+    r = lilac("info", "-m", g, "--tensors")
+    assert "q8_0" in r.stdout and "format:        gguf" in r.stdout
+    rd = gguf.GGUFReader(str(g))
+    assert field(rd, "tokenizer.ggml.model") == "gpt2" and "tokenizer.chat_template" in rd.fields
+    r = lilac("synth", "--preset", "huge", "-o", tmp_path / "x", check=False)
+    assert r.returncode == 1 and "unknown preset" in r.stderr
+    r = lilac("synth", "--preset", "tiny", "--format", "onnx", "-o", tmp_path / "x", check=False)
+    assert r.returncode == 2
