@@ -458,14 +458,18 @@ def make_test_questions(seed, per_task):
     gens["add3"] = lambda r: task_add(r, 3)
     for name, gen in gens.items():
         seen = set()
-        while len(seen) < per_task:
+        for _ in range(50000):  # tasks with few distinct questions (planets) may hold fewer
+            if len(seen) >= per_task:
+                break
             q, _, _, exp = gen(rng)
             if is_heldout(q) and q not in seen:
                 seen.add(q)
                 out.append({"task": "add2" if name == "add" else name, "question": q, "answer": exp})
     for name, gen in TOOL_TASKS.items():
         seen = set()
-        while len(seen) < per_task:
+        for _ in range(50000):
+            if len(seen) >= per_task:
+                break
             q, fn, args, result, ans, exp, _, _ = gen(rng)
             if is_heldout(q) and q not in seen:
                 seen.add(q)

@@ -117,8 +117,14 @@ def plot(log_rows, path):
         return
     steps = [r[0] for r in log_rows]
     loss = [r[3] for r in log_rows]
+    smooth, e = [], None
+    for v in loss:  # batches are bucketed by length (so by task mix): the raw curve is noisy
+        e = v if e is None else 0.9 * e + 0.1 * v
+        smooth.append(e)
     fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot(steps, loss, lw=1)
+    ax.plot(steps, loss, lw=0.8, alpha=0.45, label="per logged step")
+    ax.plot(steps, smooth, lw=1.8, label="moving average")
+    ax.legend()
     ax.set_yscale("log")
     ax.set_xlabel("step")
     ax.set_ylabel("loss on assistant tokens (log scale)")
@@ -174,7 +180,16 @@ class Batches:
         return torch.from_numpy(x), torch.from_numpy(m)
 
 
+def replot(csv_path, png_path):
+    """Redraws loss.png from a train_log.csv (python3 train/train.py --replot LOG.csv OUT.png)."""
+    with open(csv_path) as f:
+        rows = [[float(x) for x in r] for r in list(csv.reader(f))[1:]]
+    plot(rows, png_path)
+
+
 def main():
+    if len(os.sys.argv) == 4 and os.sys.argv[1] == "--replot":
+        return replot(os.sys.argv[2], os.sys.argv[3])
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", required=True)
     ap.add_argument("--tokenizer", required=True)
