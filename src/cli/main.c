@@ -18,6 +18,10 @@ static const struct {
     {"tokenize", cmd_tokenize, "print the token ids (or strings) of stdin as a JSON array"},
     {"detokenize", cmd_detokenize, "print the text of a JSON array of token ids"},
     {"template", cmd_template, "render a chat template for an OpenAI-style request"},
+    {"convert", cmd_convert, "convert an HF / MLX / GGUF model to a llama.cpp GGUF (bf16, q8_0, q6_k, q4_k_m, ...)"},
+    {"quantize", cmd_convert, "re-quantize a GGUF to another type"},
+    {"synth", cmd_synth, "write a model with random weights (any configuration, real tokenizer)"},
+    {"bench", cmd_bench, "batch-1 prefill/decode throughput (synthetic or real model)"},
 };
 
 int cli_fail(const char *cmd, const char *msg) {
