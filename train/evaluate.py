@@ -30,8 +30,11 @@ def lilac_bin():
     return os.environ.get("LILAC_BIN", os.path.join(ROOT, "build", "lilac"))
 
 
+EXTRA_ARGS = []  # e.g. ["--tokenizer", DIR] for a GGUF conversion (its tokenizer is read from DIR)
+
+
 def run_lilac(args, timeout=120):
-    p = subprocess.run([lilac_bin(), "run", *args], capture_output=True, text=True, timeout=timeout)
+    p = subprocess.run([lilac_bin(), "run", *args, *EXTRA_ARGS], capture_output=True, text=True, timeout=timeout)
     if p.returncode != 0:
         raise RuntimeError(f"lilac run failed ({p.returncode}): {p.stderr.strip()[-300:]}")
     return p.stdout, p.stderr
@@ -137,7 +140,10 @@ def main():
     ap.add_argument("--per-task", type=int, default=24)
     ap.add_argument("--md", help="write the markdown report here")
     ap.add_argument("--modes", default="think,no-think")
+    ap.add_argument("--tokenizer", help="tokenizer folder, for a model file without one (GGUF)")
     a = ap.parse_args()
+    if a.tokenizer:
+        EXTRA_ARGS.extend(["--tokenizer", a.tokenizer])
     modes = tuple(m == "think" for m in a.modes.split(","))
     t0 = time.time()
     res = evaluate(a.model, a.per_task, modes)

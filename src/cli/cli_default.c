@@ -13,10 +13,10 @@
 #define DEMO_DIR "models/lilac-demo"
 
 static int has_config(const char *dir) {
-    char p[PATH_MAX + 32];
+    char p[2 * PATH_MAX]; /* dir is at most PATH_MAX + 64 bytes (see below) */
     struct stat st;
-    snprintf(p, sizeof(p), "%s/config.json", dir);
-    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
+    int n = snprintf(p, sizeof(p), "%s/config.json", dir);
+    return n > 0 && (size_t)n < sizeof(p) && stat(p, &st) == 0 && S_ISREG(st.st_mode);
 }
 
 const char *cli_default_model(void) {
@@ -31,8 +31,8 @@ const char *cli_default_model(void) {
         char *slash = strrchr(exe, '/');
         if (slash) {
             *slash = 0;
-            snprintf(buf, sizeof(buf), "%s/../%s", exe, DEMO_DIR);
-            if (has_config(buf)) return buf;
+            int k = snprintf(buf, sizeof(buf), "%s/../%s", exe, DEMO_DIR);
+            if (k > 0 && (size_t)k < sizeof(buf) && has_config(buf)) return buf;
         }
     }
     if (has_config(DEMO_DIR)) return DEMO_DIR;

@@ -39,6 +39,7 @@ struct ll_engine {
     int32_t n_ctx;
     int32_t eos[MAX_EOS];
     int32_t n_eos;
+    int32_t turn_start_id;    /* <|im_start|>, or -1: an extra snapshot is taken where the last turn begins */
     ll_sampler_params defaults;
     char model_id[256];
     char identity[512];
@@ -142,6 +143,7 @@ ll_status ll_engine_open(const ll_engine_params *p, ll_engine **out) {
         add_eos(e, tok_find(e->tok, "<|im_end|>"));
         add_eos(e, tok_find(e->tok, "<|endoftext|>"));
     }
+    e->turn_start_id = e->tok ? tok_find(e->tok, "<|im_start|>") : -1;
     {
         const qwen_hparams *hp = &e->model->hp;
         snprintf(e->identity, sizeof(e->identity), "lilac/qwen3_5_moe;%s;%s;L=%d;H=%d;V=%d;E=%d;bytes=%zu", e->model_id,
@@ -309,8 +311,20 @@ static ll_status build_prompt(ll_engine *e, const ll_gen_request *r, tok_ids *id
     return ll_err(LL_ERR_INVALID, "request has neither messages nor a prompt");
 }
 
+/* Stores the sequence's current state as the state after ids[0..n). A snapshot is an
+ * optimisation: failing to take one is not an error. */
+static void snapshot_take(ll_engine *e, const char *ns, const int32_t *ids, int32_t n) {
+    ll_backend *be = e->be;
+    size_t bytes = be->v->seq_state_bytes(be, e->seq);
+    void *blob = ll_malloc(bytes);
+    if (!blob) return;
+    if (be->v->seq_save(be, e->seq, blob, bytes) == LL_OK)
+        (void)ll_snap_store_put(e->snaps, ns, ids, (size_t)n, blob, bytes);
+    ll_free(blob);
+}
+
 /* Brings the sequence to the state after prompt[0..n-1) using the best snapshot, and snapshots
- * there. Returns the number of tokens reused. */
+ * there (and at the start of the last turn). Returns the number of tokens reused. */
 static ll_status prefill_prompt(ll_engine *e, const char *ns, const int32_t *ids, int32_t n, int32_t *reused) {
     ll_backend *be = e->be;
     *reused = 0;
@@ -323,14 +337,20 @@ static ll_status prefill_prompt(ll_engine *e, const char *ns, const int32_t *ids
         e->stats.snapshot_misses++;
     }
     if (*reused < n - 1) {
-        LL_TRY(be->v->forward(be, e->seq, ids + *reused, n - 1 - *reused, LL_LOGITS_NONE, NULL));
-        size_t bytes = be->v->seq_state_bytes(be, e->seq);
-        void *blob = ll_malloc(bytes);
-        if (blob) { /* a snapshot is an optimisation: failing to take one is not an error */
-            if (be->v->seq_save(be, e->seq, blob, bytes) == LL_OK)
-                (void)ll_snap_store_put(e->snaps, ns, ids, (size_t)n - 1, blob, bytes);
-            ll_free(blob);
+        /* Also snapshot where the turn being generated begins (its <|im_start|>): the next turn of
+         * the conversation re-renders this one differently (the Qwen3.5/3.6 templates drop the
+         * reasoning of earlier turns, and the generation prompt's "<think>\n" with it), so the end
+         * of this prompt is never a prefix of the next one, but everything before this turn is. */
+        int32_t pos = *reused, turn = -1;
+        for (int32_t i = n - 2; e->turn_start_id >= 0 && i > pos; i--)
+            if (ids[i] == e->turn_start_id) { turn = i; break; }
+        if (turn > pos) {
+            LL_TRY(be->v->forward(be, e->seq, ids + pos, turn - pos, LL_LOGITS_NONE, NULL));
+            snapshot_take(e, ns, ids, turn);
+            pos = turn;
         }
+        LL_TRY(be->v->forward(be, e->seq, ids + pos, n - 1 - pos, LL_LOGITS_NONE, NULL));
+        snapshot_take(e, ns, ids, n - 1);
     }
     if (n > 1) { /* remember the state's tokens for ll_engine_session_save */
         int32_t *cp = ll_malloc(sizeof(int32_t) * (size_t)(n - 1));
