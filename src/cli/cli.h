@@ -14,6 +14,9 @@ int cmd_chat(int argc, char **argv);
 int cmd_convert(int argc, char **argv);  /* also `quantize` */
 int cmd_synth(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_scan(int argc, char **argv);
+int cmd_mask(int argc, char **argv);
+int cmd_unmask(int argc, char **argv);
 
 /* The model used when -m is not given: $LILAC_MODEL, else the shipped demonstration model
  * (models/lilac-demo beside the binary's folder or under the current directory); NULL if none. */
