@@ -18,6 +18,10 @@ int cmd_scan(int argc, char **argv);
 int cmd_mask(int argc, char **argv);
 int cmd_unmask(int argc, char **argv);
 
+/* The model used when -m is not given: $LILAC_MODEL, else the shipped demonstration model
+ * (models/lilac-demo beside the binary's folder or under the current directory); NULL if none. */
+const char *cli_default_model(void);
+
 /* Prints "lilac <cmd>: <msg>" to stderr and returns 1 (the exit status for runtime errors). */
 int cli_fail(const char *cmd, const char *msg);
 

@@ -89,6 +89,7 @@ void cli_gen_usage(FILE *f) {
     fprintf(f,
             "model:    -m MODEL [--tokenizer PATH] [--template FILE.jinja] [--backend cpu|cuda|auto]\n"
             "          [--ctx N] [--threads N]\n"
+            "          (no -m: $LILAC_MODEL, else the shipped demo model models/lilac-demo)\n"
             "sampling: [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p M] [--repeat-penalty R]\n"
             "          [--presence-penalty P] [--frequency-penalty F] [--seed S] [--stop STR]...\n"
             "          (unset sampling flags take the model's generation_config.json defaults)\n"

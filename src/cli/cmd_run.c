@@ -89,6 +89,7 @@ int cmd_run(int argc, char **argv) {
             return 2;
         }
     }
+    if (!o.ep.model_path) o.ep.model_path = cli_default_model();
     if (!o.ep.model_path || (!prompt == !prompt_ids)) {
         usage(stderr);
         return cli_fail("run", "need -m MODEL and exactly one of -p PROMPT or --prompt-ids");
