@@ -13,6 +13,7 @@ static const struct {
     /* keep one line per command; each helper adds its own line */
     {"info", cmd_info, "show a model's architecture, tensors, types and memory"},
     {"logits", cmd_logits, "write the logits of a token sequence to a safetensors file"},
+    {"serve", cmd_serve, "OpenAI-compatible HTTP server (chat, completions, models, metrics, web page)"},
 };
 
 int cli_fail(const char *cmd, const char *msg) {
