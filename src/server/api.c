@@ -405,11 +405,11 @@ static int content_text(const cJSON *content, const char *pm, ll_strbuf *out, ll
             if (j > 0 && out->len) ll_strbuf_putc(out, '\n');
             ll_strbuf_puts(out, tx->valuestring);
         } else if (!strcmp(ty, "image_url") || !strcmp(ty, "input_image") || !strcmp(ty, "image")) {
-            ll_api_error_set(err, 400, BAD, "unsupported_value", pt,
+            ll_api_error_set(err, 400, BAD, "unsupported_value", p,
                              "%s: images are not supported (this server runs a text-only model)", p);
             return -1;
         } else if (!strcmp(ty, "input_audio") || !strcmp(ty, "file") || !strcmp(ty, "audio")) {
-            ll_api_error_set(err, 400, BAD, "unsupported_value", pt, "%s: '%s' content is not supported (text only)", p, ty);
+            ll_api_error_set(err, 400, BAD, "unsupported_value", p, "%s: '%.32s' content is not supported (text only)", p, ty);
             return -1;
         } else {
             ll_api_error_set(err, 400, BAD, "invalid_value", pt, "%s: unknown content part type '%.64s'", p, ty);
