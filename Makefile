@@ -42,7 +42,7 @@ endif
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all test test-gpu fuzz clean bench setup run
+.PHONY: all test test-gpu fuzz clean bench bench-cpu setup run
 all: $(BUILD)/lilac $(BUILD)/liblilac.a
 
 $(BUILD)/liblilac.a: $(LIB_OBJ) $(CU_OBJ)
@@ -67,7 +67,22 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/liblilac.a tests/testutil.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/liblilac.a -lcmocka $(LDLIBS)
 
-tests: $(TEST_BIN) $(BUILD)/lilac
+# test tools (small programs the Python tests drive)
+$(BUILD)/tests/tools/%: tests/tools/%.c $(BUILD)/liblilac.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/liblilac.a $(LDLIBS)
+
+TOOL_BIN := $(patsubst tests/tools/%.c,$(BUILD)/tests/tools/%,$(wildcard tests/tools/*.c))
+
+tests: $(TEST_BIN) $(TOOL_BIN) $(BUILD)/lilac
+
+# benchmarks: bench/<name>.c -> $(BUILD)/bench/<name>
+$(BUILD)/bench/%: bench/%.c $(BUILD)/liblilac.a
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/liblilac.a $(LDLIBS)
+
+bench-cpu: $(BUILD)/bench/cpu_gemv
+	$(BUILD)/bench/cpu_gemv
 
 test: tests
 	BUILD=$(BUILD) tests/run.sh

@@ -14,6 +14,9 @@ static const struct {
     {"info", cmd_info, "show a model's architecture, tensors, types and memory"},
     {"logits", cmd_logits, "write the logits of a token sequence to a safetensors file"},
     {"serve", cmd_serve, "OpenAI-compatible HTTP server (chat, completions, models, metrics, web page)"},
+    {"tokenize", cmd_tokenize, "print the token ids (or strings) of stdin as a JSON array"},
+    {"detokenize", cmd_detokenize, "print the text of a JSON array of token ids"},
+    {"template", cmd_template, "render a chat template for an OpenAI-style request"},
 };
 
 int cli_fail(const char *cmd, const char *msg) {

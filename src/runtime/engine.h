@@ -92,6 +92,10 @@ typedef struct ll_gen_result {
     double prefill_sec, decode_sec;
 } ll_gen_result;
 
+/* Sampling defaults from the model's generation_config.json (temperature, top_k, top_p), or
+ * temperature 1 with everything else off when there is none. */
+ll_sampler_params ll_engine_default_sampling(const ll_engine *e);
+
 /* Runs one request to completion, calling cb for every delta/tool call as it is produced. */
 ll_status ll_engine_generate(ll_engine *e, const ll_gen_request *req, ll_gen_cb cb, void *ud, ll_gen_result *res);
 

@@ -266,6 +266,29 @@ static ll_status apply_penalties(ll_sampler *s, const float *logits) {
     return LL_OK;
 }
 
+/* exp(x) for x <= 0 (logit minus the maximum), branch-free so the passes over the vocabulary stay
+ * cheap: x = n ln2 + r with |r| <= ln2/2, e^r by its degree-6 Taylor polynomial (relative error
+ * < 2e-7), 2^n put into the exponent bits. exp(0) is exactly 1; below -80 (and for -inf) it is 0 (< 2e-35 anyway). */
+static inline float exp_neg(float x) {
+    float xc = x < -80.0f ? -80.0f : x;
+    float tn = xc * 1.44269504088896341f - 0.5f; /* round to nearest via truncation of a negative */
+    int32_t n = (int32_t)tn;
+    float r = xc - (float)n * 0.693145751953125f - (float)n * 1.42860682030941723e-6f; /* ln2 in two parts */
+    float p = 1.0f + r * (1.0f + r * (0.5f + r * (1.0f / 6 + r * (1.0f / 24 + r * (1.0f / 120 + r * (1.0f / 720))))));
+    uint32_t bits;
+    memcpy(&bits, &p, 4);
+    bits += (uint32_t)n << 23;
+    float out;
+    memcpy(&out, &bits, 4);
+    return x < -80.0f ? 0.0f : out;
+}
+
+static ll_status first_nan(const float *w, int32_t n) {
+    for (int32_t i = 0; i < n; i++)
+        if (isnan(w[i])) return ll_err(LL_ERR_INVALID, "sampler: logit of token %d is NaN", i);
+    return ll_err(LL_ERR_INTERNAL, "sampler: NaN vanished");
+}
+
 /* Keeps the k first candidates (in candidate order) of w[0, nv) in c[0, k) as a heap whose root
  * c[0] is the LAST of them: one pass in which almost every logit loses its single comparison with
  * the root. Returns the number kept (< k only if fewer than k tokens are possible). */
@@ -312,27 +335,34 @@ static ll_status prepare(ll_sampler *s, const float *logits, int32_t *n_out, dou
 
     if (s->p.temperature <= 0.0f) { /* greedy: first maximum, i.e. lowest id among ties */
         int32_t best = -1;
+        float bv = -INFINITY; /* kept in a register: reloading w[best] would serialise the loop */
+        int bad = 0;
         for (int32_t i = 0; i < nv; i++) {
-            if (isnan(w[i])) return ll_err(LL_ERR_INVALID, "sampler: logit of token %d is NaN", i);
-            if (w[i] != -INFINITY && (best < 0 || w[i] > w[best])) best = i;
+            float v = w[i];
+            bad |= v != v;
+            if (v > bv) bv = v, best = i;
         }
+        if (bad) return first_nan(w, nv);
         if (best < 0) return ll_err(LL_ERR_INVALID, "sampler: every token is banned (all logits -inf)");
-        c[0] = (cand){w[best], 1.0f, best};
+        c[0] = (cand){bv, 1.0f, best};
         *n_out = 1;
         *mass = 1.0;
         return LL_OK;
     }
 
-    /* temperature in place, maximum, NaN check: one pass */
+    /* temperature in place, maximum, NaN check: one branch-free pass */
     const float t = s->p.temperature;
     float mx = -INFINITY;
     int32_t n_ok = 0;
+    int bad = 0;
     for (int32_t i = 0; i < nv; i++) {
-        if (isnan(w[i])) return ll_err(LL_ERR_INVALID, "sampler: logit of token %d is NaN", i);
-        w[i] = w[i] / t;
-        if (w[i] != -INFINITY) n_ok++;
-        mx = w[i] > mx ? w[i] : mx;
+        float v = w[i] / t;
+        w[i] = v;
+        bad |= v != v;
+        n_ok += v != -INFINITY;
+        mx = v > mx ? v : mx;
     }
+    if (bad) return first_nan(w, nv);
     if (n_ok == 0) return ll_err(LL_ERR_INVALID, "sampler: every token is banned (all logits -inf)");
     if (mx == INFINITY) { /* a +inf logit simply wins (ties: lowest id) */
         for (int32_t i = 0; i < nv; i++)
@@ -357,22 +387,37 @@ static ll_status prepare(ll_sampler *s, const float *logits, int32_t *n_out, dou
             select_top_k(s, c, n, k);
             n = k;
         }
-        for (int32_t i = 0; i < n; i++) total += (c[i].p = expf(c[i].logit - mx));
+        for (int32_t i = 0; i < n; i++) total += (c[i].p = exp_neg(c[i].logit - mx));
     } else {
         /* no top-k: probabilities of the whole vocabulary, then only tokens that can survive
          * top-p and min-p become candidates. For top-p: if every token below a cut-off c were
          * dropped, the dropped mass would be < (n-1)c; with c = (1-p)Z/(n-1) the kept tokens carry
          * more than pZ, so the nucleus lies among them (the factor 1/2 absorbs rounding). */
         float *e = s->prob;
-        for (int32_t i = 0; i < nv; i++) total += (e[i] = expf(w[i] - mx));
+        float s0 = 0, s1 = 0, s2 = 0, s3 = 0; /* four chains: one running sum would serialise the pass */
+        double acc = 0.0;                      /* float partials flushed every 256 terms: no drift */
+        int32_t i = 0;
+        while (i < nv) {
+            int32_t end = LL_MIN(nv, i + 256);
+            for (; i + 4 <= end; i += 4) {
+                s0 += (e[i] = exp_neg(w[i] - mx));
+                s1 += (e[i + 1] = exp_neg(w[i + 1] - mx));
+                s2 += (e[i + 2] = exp_neg(w[i + 2] - mx));
+                s3 += (e[i + 3] = exp_neg(w[i + 3] - mx));
+            }
+            for (; i < end; i++) s0 += (e[i] = exp_neg(w[i] - mx));
+            acc += (double)((s0 + s1) + (s2 + s3));
+            s0 = s1 = s2 = s3 = 0;
+        }
+        total = acc;
         double cut = 0.0;
         if (s->p.top_p < 1.0f && n_ok > 1) {
             double cp = 0.5 * (1.0 - (double)s->p.top_p) * total / (double)(n_ok - 1);
             if (cp <= 1.0) cut = cp; /* else it could drop the maximum (p = 1): no cut */
         }
         if (s->p.min_p > 0.0f && (double)s->p.min_p > cut) cut = s->p.min_p;
-        for (int32_t i = 0; i < nv; i++)
-            if (e[i] > 0.0f && e[i] >= cut) c[n++] = (cand){w[i], e[i], i};
+        for (int32_t j = 0; j < nv; j++)
+            if (e[j] > 0.0f && e[j] >= cut) c[n++] = (cand){w[j], e[j], j};
         if (n == 0) /* everything underflowed except... nothing: cannot happen, the max has e = 1 */
             return ll_err(LL_ERR_INTERNAL, "sampler: no candidate left");
     }
