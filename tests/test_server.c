@@ -13,7 +13,7 @@
 #include "server/metrics.h"
 #include "server/resp.h"
 
-static const ll_api_limits LIM = {"qwen-test", "alias-x", 4096, 1234};
+static const ll_api_limits LIM = {"qwen-test", "alias-x", 4096, 1234, NULL};
 
 /* ------------------------------------------------------------------ strbuf / UTF-8 */
 

@@ -278,7 +278,9 @@ static int parse_logit_bias(const cJSON *doc, ll_api_request *r, ll_api_error *e
 /* Sampling fields shared by chat and completions. */
 static int parse_sampling(const cJSON *doc, const ll_api_limits *lim, ll_api_request *r, ll_api_error *err) {
     ll_sampler_params *s = &r->gen.sampling;
-    *s = ll_sampler_defaults();
+    *s = lim->defaults ? *lim->defaults : ll_sampler_defaults();
+    s->logit_bias = NULL;
+    s->n_logit_bias = 0;
     if (get_num(doc, "temperature", 0, 2, &s->temperature, err)) return -1;
     if (get_num(doc, "top_p", 0, 1, &s->top_p, err)) return -1;
     if (field(doc, "top_p") && s->top_p <= 0) {

@@ -46,6 +46,8 @@ typedef struct ll_api_limits {
     const char *alias;    /* a second accepted name, or NULL */
     int32_t n_ctx;        /* max_tokens above it is rejected */
     uint64_t default_seed;/* used when the request has no seed (the caller passes a fresh random one) */
+    const ll_sampler_params *defaults; /* sampling for fields the request leaves out (the model's
+                                          generation_config); NULL: ll_sampler_defaults() */
 } ll_api_limits;
 
 typedef struct ll_api_request {

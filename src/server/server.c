@@ -67,6 +67,7 @@ struct ll_server {
     ll_engine *engine;
     const char *model_id;
     int32_t n_ctx;
+    ll_sampler_params sampling; /* the model's defaults for fields a request leaves out */
     struct MHD_Daemon *mhd;
     int port;
     ll_jobq q;
@@ -587,7 +588,7 @@ static enum MHD_Result handle_gen(reqctx *c, struct MHD_Connection *conn) {
     }
     uint64_t seed;
     if (getrandom(&seed, sizeof(seed), 0) != sizeof(seed)) seed = (uint64_t)(ll_time_sec() * 1e9);
-    ll_api_limits lim = {s->model_id, s->p.alias, s->n_ctx, seed};
+    ll_api_limits lim = {s->model_id, s->p.alias, s->n_ctx, seed, &s->sampling};
     ll_api_kind kind = c->route == R_CHAT ? LL_API_CHAT : LL_API_COMPLETION;
     if (ll_api_parse(kind, c->body.data ? c->body.data : "", c->body.len, &lim, &j->req, &e)) {
         job_release(j);
@@ -824,6 +825,7 @@ ll_status ll_server_start(const ll_server_params *p, ll_engine *e, ll_server **o
     s->engine = e;
     s->model_id = ll_engine_model_id(e);
     s->n_ctx = ll_engine_n_ctx(e);
+    s->sampling = ll_engine_default_sampling(e);
     s->started = (double)time(NULL);
     s->m.max_queue = (uint64_t)s->p.max_queue;
     pthread_mutex_init(&s->mu, NULL);
