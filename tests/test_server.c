@@ -131,8 +131,12 @@ static void test_chat_messages_normalized(void **state) {
     assert_string_equal(cJSON_GetObjectItem(m0, "role")->valuestring, "system");
     assert_string_equal(cJSON_GetObjectItem(m1, "content")->valuestring, "one\ntwo");
     assert_true(cJSON_IsNull(cJSON_GetObjectItem(m2, "content")));
-    assert_string_equal(
-        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(m2, "tool_calls"), 0), "id")->valuestring, "c1");
+    cJSON *call = cJSON_GetArrayItem(cJSON_GetObjectItem(m2, "tool_calls"), 0);
+    assert_string_equal(cJSON_GetObjectItem(call, "id")->valuestring, "c1");
+    /* arguments arrive as JSON text and reach the template as an object */
+    cJSON *args = cJSON_GetObjectItem(cJSON_GetObjectItem(call, "function"), "arguments");
+    assert_true(cJSON_IsObject(args));
+    assert_int_equal(cJSON_GetObjectItem(args, "a")->valueint, 1);
     assert_string_equal(cJSON_GetObjectItem(m3, "tool_call_id")->valuestring, "c1");
     ll_api_request_free(&r);
 }
@@ -291,6 +295,9 @@ static void test_chat_errors(void **state) {
                  400, "chat_template_kwargs.enable_thinking");
     expect_error(C, "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{\"arguments\":\"{}\"}}]}]}",
                  400, "messages[0].tool_calls[0].function.name");
+    expect_error(C, "{\"messages\":[{\"role\":\"assistant\",\"tool_calls\":[{\"function\":{\"name\":\"f\","
+                    "\"arguments\":\"{oops\"}}]}]}",
+                 400, "messages[0].tool_calls[0].function.arguments");
 }
 
 static void test_body_checks(void **state) {

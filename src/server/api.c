@@ -442,7 +442,36 @@ static int validate_tool_calls(const cJSON *tc, const char *pm, ll_api_error *er
         snprintf(pf, sizeof(pf), "%s.function.arguments", p);
         if (args && !cJSON_IsString(args) && !cJSON_IsObject(args))
             return type_error(err, pf, "a string (JSON text)", args);
+        if (cJSON_IsString(args)) {
+            cJSON *obj = cJSON_Parse(args->valuestring);
+            int ok = cJSON_IsObject(obj);
+            cJSON_Delete(obj);
+            if (!ok) {
+                ll_api_error_set(err, 400, BAD, "invalid_value", pf, "%s: must be a JSON object (as text)", pf);
+                return -1;
+            }
+        }
         k++;
+    }
+    return 0;
+}
+
+/* Copies validated tool_calls into dst with each function.arguments as a JSON object: OpenAI sends
+ * the arguments as JSON text, and the Qwen templates iterate them as a mapping. */
+static int copy_tool_calls(cJSON *dst, const cJSON *tc) {
+    cJSON *d = cJSON_Duplicate(tc, 1);
+    if (!d) return -1;
+    cJSON_AddItemToObject(dst, "tool_calls", d);
+    cJSON *c;
+    cJSON_ArrayForEach(c, d) {
+        cJSON *fn = cJSON_GetObjectItemCaseSensitive(c, "function");
+        cJSON *args = cJSON_GetObjectItemCaseSensitive(fn, "arguments");
+        if (!cJSON_IsString(args)) continue;
+        cJSON *obj = cJSON_Parse(args->valuestring); /* validated above: an object */
+        if (!obj || !cJSON_ReplaceItemInObjectCaseSensitive(fn, "arguments", obj)) {
+            cJSON_Delete(obj);
+            return -1;
+        }
     }
     return 0;
 }
@@ -519,7 +548,7 @@ static int parse_messages(const cJSON *doc, ll_api_request *r, ll_api_error *err
         } else if (!cJSON_AddNullToObject(nm, "content"))
             goto nomem;
         if (copy_member(nm, m, "name") || copy_member(nm, m, "tool_call_id") || copy_member(nm, m, "reasoning_content") ||
-            (tc && copy_member(nm, m, "tool_calls")))
+            (tc && copy_tool_calls(nm, tc)))
             goto nomem;
         i++;
     }
