@@ -143,20 +143,21 @@ int cmd_serve(int argc, char **argv) {
     sp.api_keys = (const char *const *)keys;
     sp.n_api_keys = n_keys;
 
-    ll_engine *e = NULL;
-    ll_status st = ll_engine_open(&ep, &e);
-    if (st != LL_OK) {
-        cli_fail("serve", ll_errmsg());
-        goto out;
-    }
-    /* SIGINT/SIGTERM are taken by sigwait below; every thread started from here inherits the
-     * blocked mask, so no server thread is interrupted by them. */
+    /* SIGINT/SIGTERM are taken by sigwait below. They are blocked before any thread exists (the
+     * engine's CPU pool, the HTTP threads, the worker), so every thread inherits the mask and a
+     * second signal during shutdown cannot land on a thread with the default (fatal) action. */
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGINT);
     sigaddset(&sigs, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
+    ll_engine *e = NULL;
+    ll_status st = ll_engine_open(&ep, &e);
+    if (st != LL_OK) {
+        cli_fail("serve", ll_errmsg());
+        goto out;
+    }
     ll_server *srv = NULL;
     st = ll_server_start(&sp, e, &srv);
     if (st != LL_OK) {

@@ -507,7 +507,8 @@ static enum MHD_Result run_job(reqctx *c, struct MHD_Connection *conn, job *j) {
     atomic_fetch_add(&j->refs, 1); /* the queue's reference */
     int rc = ll_jobq_push(&s->q, j);
     if (rc != 0) {
-        atomic_fetch_sub(&j->refs, 1);
+        atomic_fetch_sub(&j->refs, 1); /* the queue never took it */
+        job_release(j);                /* nor will the connection: c->job is not set */
         if (rc == -1) {
             ll_api_error_set(&e, 429, "rate_limit_error", "queue_full", NULL,
                              "the server is busy (%d requests queued); retry later", s->p.max_queue);

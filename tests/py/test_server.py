@@ -600,7 +600,9 @@ def test_shutdown_finishes_running_stream(model, tmp_path):
         got += d
     a.close()
     assert b"data: [DONE]" in got  # the stream was finished (or cancelled) properly, not cut
-    assert s.stop() == 0
+    assert s.proc.wait(60) == 0
+    s.stop()
+    assert "shutting down" in s.log_path.read_text()
 
 
 def test_load(server, model):
