@@ -21,16 +21,32 @@ static void acc_mat(type_acc *a, const ll_mat *m) {
     a->mats[m->type]++;
 }
 
+/* --tensors: every tensor of the file(s) as stored, in file order (GGUF) or by name. */
+static void print_tensors(const qwen_model *m) {
+    const qwen_model_file *f = m->file;
+    int64_t n = f->kind == QWEN_FILE_GGUF ? f->gguf->n_tensors : f->st.n_tensors;
+    printf("tensors (%lld):\n", (long long)n);
+    for (int64_t i = 0; i < n; i++) {
+        const ll_tensor *t = f->kind == QWEN_FILE_GGUF ? &f->gguf->tensors[i] : f->st.by_name[i];
+        char sb[96];
+        int64_t ne = ll_tensor_nelem(t);
+        printf("  %-52s %-6s %-22s %12zu bytes  %6.2f bits/weight\n", t->name, quant_type_name(t->type),
+               ll_shape_str(t->shape, t->n_dims, sb, sizeof(sb)), t->nbytes, ne ? 8.0 * (double)t->nbytes / (double)ne : 0.0);
+    }
+}
+
 static void info_usage(FILE *f) {
-    fprintf(f, "usage: lilac info -m MODEL\n\n"
+    fprintf(f, "usage: lilac info -m MODEL [--tensors]\n\n"
                "MODEL is an HF safetensors directory, an MLX directory, a .safetensors file with\n"
-               "config.json beside it, or a GGUF file.\n");
+               "config.json beside it, or a GGUF file. --tensors lists every stored tensor with its type.\n");
 }
 
 int cmd_info(int argc, char **argv) {
     const char *path = NULL;
+    int tensors = 0;
     for (int i = 1; i < argc; i++) {
         if ((!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) && i + 1 < argc) path = argv[++i];
+        else if (!strcmp(argv[i], "--tensors")) tensors = 1;
         else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { info_usage(stdout); return 0; }
         else { info_usage(stderr); return 2; }
     }
@@ -88,6 +104,7 @@ int cmd_info(int argc, char **argv) {
                                       (size_t)(h->gdn_conv_k - 1) * qwen_gdn_conv_dim(h) * 4);
     printf("context memory: KV cache %zu bytes/token in bf16 (%zu in fp32); GDN state %zu bytes/sequence (%.1f MiB, fp32)\n",
            kv_tok * 2, kv_tok * 4, gdn_seq, gdn_seq / 1048576.0);
+    if (tensors && m->file) print_tensors(m);
     qwen_model_free(m);
     return 0;
 }

@@ -448,6 +448,8 @@ struct gguf_writer {
     int64_t n_t, cap_t;
     uint32_t alignment;
     int failed;         /* an append ran out of memory */
+    int64_t cur;        /* streaming: tensor whose data comes next */
+    size_t cur_done;    /* bytes of it written so far */
 };
 
 gguf_writer *gguf_writer_new(void) {
@@ -595,11 +597,61 @@ ll_status gguf_writer_add_tensor(gguf_writer *w, const char *name, ll_type type,
 
 static size_t pad_to(size_t x, size_t a) { return x % a ? x + (a - x % a) : x; }
 
-ll_status gguf_writer_write(gguf_writer *w, const char *path) {
+static ll_status put_value(gguf_writer *w, const gguf_value *v, const char *key);
+
+/* Serialises a value's payload (no type tag), recursively for nested arrays. */
+static ll_status put_payload(gguf_writer *w, gguf_type t, const gguf_value *v, const char *key) {
+    switch (t) {
+    case GGUF_TYPE_UINT8: case GGUF_TYPE_INT8: case GGUF_TYPE_BOOL: { uint8_t b = (uint8_t)v->v.u64; put(w, &b, 1); break; }
+    case GGUF_TYPE_UINT16: case GGUF_TYPE_INT16: { uint16_t b = (uint16_t)v->v.u64; put(w, &b, 2); break; }
+    case GGUF_TYPE_UINT32: case GGUF_TYPE_INT32: { uint32_t b = (uint32_t)v->v.u64; put(w, &b, 4); break; }
+    case GGUF_TYPE_FLOAT32: { float f = (float)v->v.f64; put(w, &f, 4); break; }
+    case GGUF_TYPE_UINT64: case GGUF_TYPE_INT64: put_u64(w, v->v.u64); break;
+    case GGUF_TYPE_FLOAT64: put(w, &v->v.f64, 8); break;
+    case GGUF_TYPE_STRING: put_str(w, v->v.str ? v->v.str : ""); break;
+    case GGUF_TYPE_ARRAY: LL_TRY(put_value(w, v, key)); break;
+    default: return ll_err(LL_ERR_INVALID, "gguf writer: key '%s': value type %d cannot be written", key, (int)t);
+    }
+    return w->failed ? ll_err(LL_ERR_OOM, "gguf writer: out of memory") : LL_OK;
+}
+
+/* An array value: element type, count, elements. */
+static ll_status put_value(gguf_writer *w, const gguf_value *v, const char *key) {
+    static const uint8_t esz[GGUF_TYPE_COUNT_] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+    put_u32(w, (uint32_t)v->arr_type);
+    put_u64(w, v->n);
+    if (v->arr_type == GGUF_TYPE_STRING) {
+        for (uint64_t i = 0; i < v->n; i++) put_str(w, v->strs[i] ? v->strs[i] : "");
+    } else if (v->arr_type == GGUF_TYPE_ARRAY) {
+        for (uint64_t i = 0; i < v->n; i++) LL_TRY(put_value(w, &v->sub[i], key));
+    } else if ((int)v->arr_type >= 0 && v->arr_type < GGUF_TYPE_COUNT_ && esz[v->arr_type]) {
+        put(w, v->arr, (size_t)v->n * esz[v->arr_type]);
+    } else {
+        return ll_err(LL_ERR_INVALID, "gguf writer: key '%s': array element type %d cannot be written", key, (int)v->arr_type);
+    }
+    return w->failed ? ll_err(LL_ERR_OOM, "gguf writer: out of memory") : LL_OK;
+}
+
+ll_status gguf_writer_set_value(gguf_writer *w, const char *key, const gguf_value *v) {
+    if (v->type == GGUF_TYPE_UINT32 && !strcmp(key, "general.alignment")) return gguf_writer_set_u32(w, key, (uint32_t)v->v.u64);
+    LL_TRY(begin_kv(w, key, v->type));
+    LL_TRY(put_payload(w, v->type, v, key));
+    return end_kv(w);
+}
+
+/* n zero bytes (alignment padding); 0 on a write error. */
+static int write_zeros(FILE *f, size_t n) {
+    static const uint8_t z[256];
+    while (n > 0) {
+        size_t k = LL_MIN(n, sizeof(z));
+        if (fwrite(z, 1, k, f) != k) return 0;
+        n -= k;
+    }
+    return 1;
+}
+
+ll_status gguf_writer_begin(gguf_writer *w, FILE *f, const char *label) {
     if (w->failed) return ll_err(LL_ERR_OOM, "gguf writer: out of memory");
-    FILE *f = fopen(path, "wb");
-    if (!f) return ll_err(LL_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
-    static const uint8_t zeros[256];
     int ok = 1;
     uint32_t version = 3;
     uint64_t nt = (uint64_t)w->n_t;
@@ -624,14 +676,57 @@ ll_status gguf_writer_write(gguf_writer *w, const char *path) {
         WR(&o, 8);
         off = pad_to(off + t->nbytes, w->alignment);
     }
-    for (size_t p = pad_to(pos, w->alignment) - pos; p > 0;) { size_t k = LL_MIN(p, sizeof(zeros)); WR(zeros, k); p -= k; }
-    for (int64_t i = 0; i < w->n_t; i++) {
-        const wtensor *t = &w->t[i];
-        WR(t->data, t->nbytes);
-        for (size_t p = pad_to(t->nbytes, w->alignment) - t->nbytes; p > 0;) { size_t k = LL_MIN(p, sizeof(zeros)); WR(zeros, k); p -= k; }
-    }
 #undef WR
-    if (fclose(f) != 0) ok = 0;
-    if (!ok) return ll_err(LL_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+    if (ok) ok = write_zeros(f, pad_to(pos, w->alignment) - pos);
+    w->cur = 0;
+    w->cur_done = 0;
+    if (!ok) return ll_err(LL_ERR_IO, "%s: write failed: %s", label, strerror(errno));
     return LL_OK;
+}
+
+/* Ends the current tensor (padding) once all its bytes are in, skipping empty tensors. */
+static int advance(gguf_writer *w, FILE *f) {
+    int ok = 1;
+    while (w->cur < w->n_t && w->cur_done == w->t[w->cur].nbytes) {
+        if (ok) ok = write_zeros(f, pad_to(w->t[w->cur].nbytes, w->alignment) - w->t[w->cur].nbytes);
+        w->cur++;
+        w->cur_done = 0;
+    }
+    return ok;
+}
+
+ll_status gguf_writer_put_data(gguf_writer *w, FILE *f, const void *p, size_t n, const char *label) {
+    const uint8_t *b = p;
+    if (!advance(w, f)) return ll_err(LL_ERR_IO, "%s: write failed: %s", label, strerror(errno));
+    while (n > 0) {
+        if (w->cur >= w->n_t) return ll_err(LL_ERR_INVALID, "gguf writer: %zu bytes of data beyond the last tensor", n);
+        const wtensor *t = &w->t[w->cur];
+        size_t k = LL_MIN(n, t->nbytes - w->cur_done);
+        if (fwrite(b, 1, k, f) != k) return ll_err(LL_ERR_IO, "%s: write failed (tensor '%s'): %s", label, t->name, strerror(errno));
+        w->cur_done += k;
+        b += k;
+        n -= k;
+        if (!advance(w, f)) return ll_err(LL_ERR_IO, "%s: write failed: %s", label, strerror(errno));
+    }
+    return LL_OK;
+}
+
+ll_status gguf_writer_end(gguf_writer *w, FILE *f, const char *label) {
+    if (!advance(w, f)) return ll_err(LL_ERR_IO, "%s: write failed: %s", label, strerror(errno));
+    if (w->cur < w->n_t)
+        return ll_err(LL_ERR_INVALID, "gguf writer: tensor '%s' got %zu of %zu bytes", w->t[w->cur].name, w->cur_done, w->t[w->cur].nbytes);
+    return LL_OK;
+}
+
+ll_status gguf_writer_write(gguf_writer *w, const char *path) {
+    if (w->failed) return ll_err(LL_ERR_OOM, "gguf writer: out of memory");
+    for (int64_t i = 0; i < w->n_t; i++)
+        if (!w->t[i].data && w->t[i].nbytes) return ll_err(LL_ERR_INVALID, "gguf writer: tensor '%s' has no data", w->t[i].name);
+    FILE *f = fopen(path, "wb");
+    if (!f) return ll_err(LL_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+    ll_status st = gguf_writer_begin(w, f, path);
+    for (int64_t i = 0; i < w->n_t && st == LL_OK; i++) st = gguf_writer_put_data(w, f, w->t[i].data, w->t[i].nbytes, path);
+    if (st == LL_OK) st = gguf_writer_end(w, f, path);
+    if (fclose(f) != 0 && st == LL_OK) st = ll_err(LL_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+    return st;
 }

@@ -14,6 +14,8 @@
 #ifndef LILAC_GGUF_H
 #define LILAC_GGUF_H
 
+#include <stdio.h>
+
 #include "../base/mapfile.h"
 #include "tensor.h"
 
@@ -114,11 +116,23 @@ ll_status gguf_writer_set_str(gguf_writer *w, const char *key, const char *v);
 ll_status gguf_writer_set_arr_str(gguf_writer *w, const char *key, const char *const *v, uint64_t n);
 ll_status gguf_writer_set_arr_i32(gguf_writer *w, const char *key, const int32_t *v, uint64_t n);
 ll_status gguf_writer_set_arr_f32(gguf_writer *w, const char *key, const float *v, uint64_t n);
+/* Any metadata value as the reader returns it (scalars, strings, arrays of any element type,
+ * nested arrays) — for copying keys from one file to another. */
+ll_status gguf_writer_set_value(gguf_writer *w, const char *key, const gguf_value *v);
 /* Adds a tensor; shape in PyTorch order (outermost first), innermost dim a multiple of the
- * type's block. `data` (quant_row_bytes * rows bytes) must stay valid until gguf_writer_write. */
+ * type's block. `data` (quant_row_bytes * rows bytes) must stay valid until gguf_writer_write;
+ * it may be NULL when the data is streamed (below). */
 ll_status gguf_writer_add_tensor(gguf_writer *w, const char *name, ll_type type, int n_dims, const int64_t *shape,
                                  const void *data);
 /* Writes header, metadata, tensor infos and aligned data to `path`. */
 ll_status gguf_writer_write(gguf_writer *w, const char *path);
+/* Streaming, for files larger than memory: once every tensor is added (data may be NULL),
+ * gguf_writer_begin writes header, metadata and tensor infos to `f`; gguf_writer_put_data then
+ * takes the tensors' bytes in the order they were added, in pieces of any size (the alignment
+ * padding between tensors is inserted automatically); gguf_writer_end checks that every byte
+ * came. `label` names the file in messages. Write errors (a full disk) are LL_ERR_IO. */
+ll_status gguf_writer_begin(gguf_writer *w, FILE *f, const char *label);
+ll_status gguf_writer_put_data(gguf_writer *w, FILE *f, const void *p, size_t n, const char *label);
+ll_status gguf_writer_end(gguf_writer *w, FILE *f, const char *label);
 
 #endif

@@ -41,6 +41,10 @@ struct ll_engine {
     int32_t n_eos;
     ll_sampler_params defaults;
     char model_id[256];
+    char identity[512];
+    int32_t *last_prompt;     /* tokens of the last snapshot taken (for session save) */
+    size_t n_last_prompt;
+    char *last_ns;
     float *logits;            /* [V] */
     ll_engine_stats stats;
 };
@@ -118,18 +122,32 @@ ll_status ll_engine_open(const ll_engine_params *p, ll_engine **out) {
     }
     if ((st = qwen_model_load(p->model_path, &e->model)) != LL_OK) goto fail;
     const char *tp = p->tokenizer_path ? p->tokenizer_path : dir;
-    if ((st = tok_load_file(tp, &e->tok)) != LL_OK) goto fail;
-    if (tok_n_vocab(e->tok) > e->model->hp.n_vocab) {
+    char tj[4200];
+    snprintf(tj, sizeof(tj), "%s/tokenizer.json", dir);
+    struct stat tst;
+    if (!p->tokenizer_path && stat(tj, &tst) != 0) {
+        ll_log(LL_LOG_WARN, "%s: no tokenizer.json: only token-id prompts and outputs are possible", dir);
+    } else if ((st = tok_load_file(tp, &e->tok)) != LL_OK) {
+        goto fail;
+    } else if (tok_n_vocab(e->tok) > e->model->hp.n_vocab) {
         st = ll_err(LL_ERR_FORMAT, "%s: tokenizer has %d ids but the model's vocabulary is %d", tp, tok_n_vocab(e->tok),
                     e->model->hp.n_vocab);
         goto fail;
     }
-    if ((st = load_template(e, p->template_path)) != LL_OK) goto fail;
+    if (e->tok && (st = load_template(e, p->template_path)) != LL_OK) goto fail;
     if ((st = read_generation_config(e, dir)) != LL_OK) goto fail;
-    add_eos(e, tok_eos(e->tok));
     add_eos(e, e->model->hp.eos_token_id);
-    add_eos(e, tok_find(e->tok, "<|im_end|>"));
-    add_eos(e, tok_find(e->tok, "<|endoftext|>"));
+    if (e->tok) {
+        add_eos(e, tok_eos(e->tok));
+        add_eos(e, tok_find(e->tok, "<|im_end|>"));
+        add_eos(e, tok_find(e->tok, "<|endoftext|>"));
+    }
+    {
+        const qwen_hparams *hp = &e->model->hp;
+        snprintf(e->identity, sizeof(e->identity), "lilac/qwen3_5_moe;%s;%s;L=%d;H=%d;V=%d;E=%d;bytes=%zu", e->model_id,
+                 e->model->format_name ? e->model->format_name : "?", hp->n_layer, hp->n_embd, hp->n_vocab, hp->n_expert,
+                 e->model->weight_bytes);
+    }
     ll_backend_params bp = {.n_threads = p->n_threads};
     if ((st = ll_backend_new(p->backend ? p->backend : "auto", e->model, &bp, &e->be)) != LL_OK) goto fail;
     e->n_ctx = p->n_ctx > 0 ? p->n_ctx : LL_MIN(e->model->hp.n_ctx_train > 0 ? e->model->hp.n_ctx_train : 32768, 32768);
@@ -153,7 +171,26 @@ void ll_engine_close(ll_engine *e) {
     tok_free(e->tok);
     qwen_model_free(e->model);
     ll_free(e->logits);
+    ll_free(e->last_prompt);
+    ll_free(e->last_ns);
     ll_free(e);
+}
+
+const char *ll_engine_model_identity(const ll_engine *e) { return e->identity; }
+int ll_engine_has_tokenizer(const ll_engine *e) { return e->tok != NULL; }
+
+ll_status ll_engine_session_save(ll_engine *e, const char *ns, const char *path) {
+    ns = ns ? ns : "";
+    if (!e->last_prompt || !e->last_ns || strcmp(e->last_ns, ns))
+        return ll_err(LL_ERR_INVALID, "session save: nothing to save yet (no prompt processed)");
+    const ll_snap *sn = ll_snap_store_lookup(e->snaps, ns, e->last_prompt, e->n_last_prompt);
+    if (!sn || sn->n_tokens != e->n_last_prompt)
+        return ll_err(LL_ERR_INVALID, "session save: the last state was evicted from the snapshot store");
+    return ll_snap_save(path, e->identity, sn->tokens, sn->n_tokens, sn->blob, sn->blob_size);
+}
+
+ll_status ll_engine_session_load(ll_engine *e, const char *ns, const char *path) {
+    return ll_snap_store_load(e->snaps, ns ? ns : "", path, e->identity);
 }
 
 const char *ll_engine_model_id(const ll_engine *e) { return e->model_id; }
@@ -164,6 +201,7 @@ void ll_engine_get_stats(const ll_engine *e, ll_engine_stats *out) { *out = e->s
 /* ================================================================ tokenizer access */
 
 ll_status ll_engine_tokenize(ll_engine *e, const char *text, size_t len, int parse_special, int32_t **ids, int32_t *n) {
+    if (!e->tok) return ll_err(LL_ERR_INVALID, "this model has no tokenizer");
     tok_ids v = {0};
     ll_status st = tok_encode(e->tok, text, len, parse_special ? 0 : TOK_ENC_ADDED_AS_TEXT, &v);
     if (st != LL_OK) { tok_ids_free(&v); return st; }
@@ -174,6 +212,7 @@ ll_status ll_engine_tokenize(ll_engine *e, const char *text, size_t len, int par
 }
 
 ll_status ll_engine_detokenize(ll_engine *e, const int32_t *ids, int32_t n, char **text, size_t *len) {
+    if (!e->tok) return ll_err(LL_ERR_INVALID, "this model has no tokenizer");
     tok_str s = {0};
     ll_status st = tok_decode(e->tok, ids, (size_t)n, 0, &s);
     if (st != LL_OK) { tok_str_free(&s); return st; }
@@ -241,6 +280,7 @@ static ll_status render_chat(ll_engine *e, const ll_gen_request *r, char **text,
 
 static ll_status build_prompt(ll_engine *e, const ll_gen_request *r, tok_ids *ids, int *in_reasoning) {
     *in_reasoning = 0;
+    if (!e->tok && !r->prompt_ids) return ll_err(LL_ERR_INVALID, "this model has no tokenizer: give the prompt as token ids");
     if (r->messages) {
         char *text = NULL;
         size_t len = 0;
@@ -292,6 +332,21 @@ static ll_status prefill_prompt(ll_engine *e, const char *ns, const int32_t *ids
             ll_free(blob);
         }
     }
+    if (n > 1) { /* remember the state's tokens for ll_engine_session_save */
+        int32_t *cp = ll_malloc(sizeof(int32_t) * (size_t)(n - 1));
+        char *nsc = ll_strdup(ns);
+        if (cp && nsc) {
+            memcpy(cp, ids, sizeof(int32_t) * (size_t)(n - 1));
+            ll_free(e->last_prompt);
+            ll_free(e->last_ns);
+            e->last_prompt = cp;
+            e->n_last_prompt = (size_t)(n - 1);
+            e->last_ns = nsc;
+        } else {
+            ll_free(cp);
+            ll_free(nsc);
+        }
+    }
     return LL_OK;
 }
 
@@ -317,7 +372,9 @@ ll_status ll_engine_generate(ll_engine *e, const ll_gen_request *r, ll_gen_cb cb
         goto done;
     }
     res->prompt_tokens = n;
-    if ((st = ll_sampler_new(&r->sampling, e->model->hp.n_vocab, tok_n_vocab(e->tok), &smp)) != LL_OK) goto done;
+    if ((st = ll_sampler_new(&r->sampling, e->model->hp.n_vocab, e->tok ? tok_n_vocab(e->tok) : e->model->hp.n_vocab,
+                             &smp)) != LL_OK)
+        goto done;
     if ((st = ll_sampler_set_prompt(smp, ids.ids, ids.n)) != LL_OK) goto done;
     ll_stop_params sp = {.stop_ids = e->eos, .n_stop_ids = e->n_eos, .stop_strs = r->stop, .n_stop_strs = r->n_stop,
                          .max_tokens = max_new};
@@ -334,7 +391,7 @@ ll_status ll_engine_generate(ll_engine *e, const ll_gen_request *r, ll_gen_cb cb
     res->prefill_sec = t1 - t0;
 
     tok_stream ds;
-    tok_stream_init(&ds, e->tok, TOK_DEC_SKIP_SPECIAL);
+    if (e->tok) tok_stream_init(&ds, e->tok, TOK_DEC_SKIP_SPECIAL);
     ll_stop_out so = {0};
     res->finish = LL_FINISH_LENGTH;
     for (;;) {
@@ -347,14 +404,18 @@ ll_status ll_engine_generate(ll_engine *e, const ll_gen_request *r, ll_gen_cb cb
         }
         ll_sampler_accept(smp, id);
         res->completion_tokens++;
+        if (r->emit_token_ids) {
+            ll_gen_event te = {.kind = LL_GEN_TOKEN, .token = id};
+            if (cb(ud, &te)) g.cancelled = 1;
+        }
         piece.n = 0;
-        if ((st = tok_stream_push(&ds, id, &piece)) != LL_OK) goto done;
+        if (e->tok && (st = tok_stream_push(&ds, id, &piece)) != LL_OK) goto done;
         if ((st = ll_stop_feed(stop, id, piece.s ? piece.s : "", piece.n, &so)) != LL_OK) goto done;
         if (so.len && (st = ll_outparse_feed(op, so.text, so.len)) != LL_OK) goto done;
         if (g.cancelled) { res->finish = LL_FINISH_CANCELLED; break; }
         if (so.reason != LL_STOP_NONE) {
             res->finish = so.reason == LL_STOP_LENGTH ? LL_FINISH_LENGTH : LL_FINISH_STOP;
-            if (so.reason == LL_STOP_LENGTH) { /* the decoder may still hold a partial character */
+            if (so.reason == LL_STOP_LENGTH && e->tok) { /* the decoder may still hold a partial character */
                 piece.n = 0;
                 tok_stream_flush(&ds, &piece);
                 if (piece.n && (st = ll_outparse_feed(op, piece.s, piece.n)) != LL_OK) goto done;

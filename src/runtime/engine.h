@@ -53,6 +53,7 @@ typedef struct ll_gen_request {
     const char *const *stop;        /* stop strings */
     int32_t n_stop;
     int32_t logprobs;               /* nonzero: report logprobs of generated tokens */
+    int32_t emit_token_ids;         /* nonzero: an LL_GEN_TOKEN event for every generated token */
     int32_t top_logprobs;           /* 0..20 */
 } ll_gen_request;
 
@@ -60,12 +61,14 @@ typedef enum ll_gen_event_kind {
     LL_GEN_REASONING,  /* text delta inside <think>...</think> */
     LL_GEN_CONTENT,    /* text delta of the answer */
     LL_GEN_TOOL_CALL,  /* one complete tool call */
+    LL_GEN_TOKEN,      /* a generated token id (only with emit_token_ids), before its text */
 } ll_gen_event_kind;
 
 typedef struct ll_gen_event {
     ll_gen_event_kind kind;
     const char *text;               /* REASONING / CONTENT: UTF-8 delta (never a broken sequence) */
     size_t len;
+    int32_t token;                  /* TOKEN: the id */
     int32_t tool_index;             /* TOOL_CALL: 0, 1, ... within this response */
     const char *tool_name;
     const char *tool_arguments;     /* TOOL_CALL: JSON object text */
@@ -98,6 +101,19 @@ ll_sampler_params ll_engine_default_sampling(const ll_engine *e);
 
 /* Runs one request to completion, calling cb for every delta/tool call as it is produced. */
 ll_status ll_engine_generate(ll_engine *e, const ll_gen_request *req, ll_gen_cb cb, void *ud, ll_gen_result *res);
+
+/* Sessions that survive the process: save the state at the end of the last prompt this engine
+ * processed in namespace `ns` (its tokens and backend state, versioned, checksummed, tied to the
+ * model's identity) and load such a file back into the snapshot store, so that a prompt extending
+ * those tokens resumes from it. LL_ERR_INVALID if there is nothing to save; a foreign/corrupt
+ * file is LL_ERR_FORMAT naming the problem. */
+ll_status ll_engine_session_save(ll_engine *e, const char *ns, const char *path);
+ll_status ll_engine_session_load(ll_engine *e, const char *ns, const char *path);
+/* Model identity string used in session files. */
+const char *ll_engine_model_identity(const ll_engine *e);
+/* 0 if the model came without a tokenizer (then only prompt_ids requests work, with
+ * emit_token_ids; text is never produced). */
+int ll_engine_has_tokenizer(const ll_engine *e);
 
 /* Tokenizer access for /tokenize and /detokenize. Outputs are ll_malloc'ed (caller frees). */
 ll_status ll_engine_tokenize(ll_engine *e, const char *text, size_t len, int parse_special, int32_t **ids,

@@ -47,6 +47,8 @@ double ll_rng_uniform(ll_rng *r) { return (double)(ll_rng_next(r) >> 11) * 0x1.0
 
 /* ---------------------------------------------------------------- state */
 
+enum { SUM_BLOCK = 256 }; /* tokens per partial sum of the dense distribution */
+
 typedef struct cand {
     float logit; /* after bias, penalties and temperature */
     float p;     /* exp(logit - max logit): unnormalised probability, max candidate = 1 */
@@ -61,6 +63,8 @@ struct ll_sampler {
     ll_rng pivot_rng;    /* selection pivots, restarted on every call */
     float *work;         /* [n_vocab] logits after bias, penalties (and temperature) */
     float *prob;         /* [n_vocab] exp(logit - max) when top-k is off */
+    double *block_mass;  /* [ceil(n_vocab / SUM_BLOCK)] sums of prob[] per block */
+    int dense;           /* the last prepare() left the distribution in prob[], not in cands[] */
     cand *cands;         /* [n_vocab] candidates of the current step */
     int32_t *count;      /* [n_vocab] occurrences among generated tokens */
     uint8_t *in_prompt;  /* [n_vocab] 1 if the id occurs in the prompt */
@@ -116,6 +120,7 @@ ll_status ll_sampler_new(const ll_sampler_params *p, int32_t n_logits, int32_t n
     size_t nv = (size_t)n_vocab;
     s->work = ll_malloc(nv * sizeof(float));
     s->prob = ll_malloc(nv * sizeof(float));
+    s->block_mass = ll_malloc((nv / SUM_BLOCK + 1) * sizeof(double));
     s->cands = ll_malloc(nv * sizeof(cand));
     s->count = ll_calloc(nv, sizeof(int32_t));
     s->in_prompt = ll_calloc(nv, 1);
@@ -125,7 +130,8 @@ ll_status ll_sampler_new(const ll_sampler_params *p, int32_t n_logits, int32_t n
         if (s->bias) memcpy(s->bias, p->logit_bias, (size_t)p->n_logit_bias * sizeof(ll_logit_bias));
     }
     s->p.logit_bias = s->bias;
-    if (!s->work || !s->prob || !s->cands || !s->count || !s->in_prompt || !s->touched || (p->n_logit_bias > 0 && !s->bias)) {
+    if (!s->work || !s->prob || !s->block_mass || !s->cands || !s->count || !s->in_prompt || !s->touched ||
+        (p->n_logit_bias > 0 && !s->bias)) {
         ll_sampler_free(s);
         return ll_err(LL_ERR_OOM, "sampler: out of memory for a vocabulary of %d", n_vocab);
     }
@@ -138,6 +144,7 @@ void ll_sampler_free(ll_sampler *s) {
     if (!s) return;
     ll_free(s->work);
     ll_free(s->prob);
+    ll_free(s->block_mass);
     ll_free(s->cands);
     ll_free(s->count);
     ll_free(s->in_prompt);
@@ -268,7 +275,8 @@ static ll_status apply_penalties(ll_sampler *s, const float *logits) {
 
 /* exp(x) for x <= 0 (logit minus the maximum), branch-free so the passes over the vocabulary stay
  * cheap: x = n ln2 + r with |r| <= ln2/2, e^r by its degree-6 Taylor polynomial (relative error
- * < 2e-7), 2^n put into the exponent bits. exp(0) is exactly 1; below -80 (and for -inf) it is 0 (< 2e-35 anyway). */
+ * < 2e-7), 2^n put into the exponent bits. exp(0) is exactly 1; below -80 (and for -inf) it is 0
+ * (the true value is < 2e-35 there). */
 static inline float exp_neg(float x) {
     float xc = x < -80.0f ? -80.0f : x;
     float tn = xc * 1.44269504088896341f - 0.5f; /* round to nearest via truncation of a negative */
@@ -332,6 +340,7 @@ static ll_status prepare(ll_sampler *s, const float *logits, int32_t *n_out, dou
     float *w = s->work;
     cand *c = s->cands;
     ll_rng_seed(&s->pivot_rng, 0x5eed);
+    s->dense = 0;
 
     if (s->p.temperature <= 0.0f) { /* greedy: first maximum, i.e. lowest id among ties */
         int32_t best = -1;
@@ -394,11 +403,11 @@ static ll_status prepare(ll_sampler *s, const float *logits, int32_t *n_out, dou
          * dropped, the dropped mass would be < (n-1)c; with c = (1-p)Z/(n-1) the kept tokens carry
          * more than pZ, so the nucleus lies among them (the factor 1/2 absorbs rounding). */
         float *e = s->prob;
-        float s0 = 0, s1 = 0, s2 = 0, s3 = 0; /* four chains: one running sum would serialise the pass */
-        double acc = 0.0;                      /* float partials flushed every 256 terms: no drift */
-        int32_t i = 0;
+        double acc = 0.0;
+        int32_t i = 0, b = 0;
         while (i < nv) {
-            int32_t end = LL_MIN(nv, i + 256);
+            int32_t end = LL_MIN(nv, i + SUM_BLOCK);
+            float s0 = 0, s1 = 0, s2 = 0, s3 = 0; /* four chains: one running sum would serialise */
             for (; i + 4 <= end; i += 4) {
                 s0 += (e[i] = exp_neg(w[i] - mx));
                 s1 += (e[i + 1] = exp_neg(w[i + 1] - mx));
@@ -406,10 +415,17 @@ static ll_status prepare(ll_sampler *s, const float *logits, int32_t *n_out, dou
                 s3 += (e[i + 3] = exp_neg(w[i + 3] - mx));
             }
             for (; i < end; i++) s0 += (e[i] = exp_neg(w[i] - mx));
-            acc += (double)((s0 + s1) + (s2 + s3));
-            s0 = s1 = s2 = s3 = 0;
+            s->block_mass[b] = (double)((s0 + s1) + (s2 + s3));
+            acc += s->block_mass[b++];
         }
         total = acc;
+        if (s->p.top_p >= 1.0f && s->p.min_p <= 0.0f) {
+            /* plain temperature sampling: draw straight from prob[], no candidate list */
+            s->dense = 1;
+            *n_out = n_ok;
+            *mass = total;
+            return LL_OK;
+        }
         double cut = 0.0;
         if (s->p.top_p < 1.0f && n_ok > 1) {
             double cp = 0.5 * (1.0 - (double)s->p.top_p) * total / (double)(n_ok - 1);
@@ -439,10 +455,37 @@ static ll_status prepare(ll_sampler *s, const float *logits, int32_t *n_out, dou
     return LL_OK;
 }
 
+/* Inverse-CDF draw from the dense distribution prob[0, n_vocab): whole blocks are skipped by their
+ * stored sums, so only one block is walked token by token. */
+static int32_t draw_dense(ll_sampler *s, double r) {
+    const float *e = s->prob;
+    const int32_t nv = s->n_vocab, nb = (nv + SUM_BLOCK - 1) / SUM_BLOCK;
+    double acc = 0.0;
+    int32_t b = 0;
+    while (b < nb - 1 && acc + s->block_mass[b] <= r) acc += s->block_mass[b++];
+    int32_t pick = -1;
+    for (int32_t i = b * SUM_BLOCK; i < LL_MIN(nv, (b + 1) * SUM_BLOCK); i++) {
+        if (e[i] <= 0.0f) continue;
+        acc += e[i];
+        pick = i;
+        if (r < acc) return i;
+    }
+    /* only through rounding (r within a few ulps of a block boundary): the last possible token */
+    if (pick < 0)
+        for (int32_t i = LL_MIN(nv, (b + 1) * SUM_BLOCK) - 1; i >= 0 && pick < 0; i--)
+            if (e[i] > 0.0f) pick = i;
+    LL_ASSERT(pick >= 0);
+    return pick;
+}
+
 ll_status ll_sampler_sample(ll_sampler *s, const float *logits, int32_t *out_id) {
     int32_t n;
     double total;
     LL_TRY(prepare(s, logits, &n, &total));
+    if (s->dense) {
+        *out_id = draw_dense(s, ll_rng_uniform(&s->rng) * total);
+        return LL_OK;
+    }
     const cand *c = s->cands;
     if (n == 1) {
         *out_id = c[0].id;
@@ -467,6 +510,19 @@ ll_status ll_sampler_dist(ll_sampler *s, const float *logits, int32_t *ids, floa
     int32_t m;
     double total;
     LL_TRY(prepare(s, logits, &m, &total));
+    if (s->dense) {
+        m = 0;
+        for (int32_t i = 0; i < s->n_vocab; i++) {
+            if (s->prob[i] <= 0.0f) continue;
+            if (m < cap) {
+                ids[m] = i;
+                probs[m] = (float)(s->prob[i] / total);
+            }
+            m++;
+        }
+        *n = m;
+        return LL_OK;
+    }
     for (int32_t i = 0; i < m && i < cap; i++) {
         ids[i] = s->cands[i].id;
         probs[i] = (float)(s->cands[i].p / total);

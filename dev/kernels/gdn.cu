@@ -1,0 +1,110 @@
+/*
+ * gdn.cu — lab: the Gated DeltaNet recurrence (HK 16, HV 32, DK = DV = 128, fp32 state).
+ *   decode: k_gdn_step<128, true> — conv (ring) + SiLU + L2 norm + gates + state update + readout,
+ *           one token; bytes = state read + write (2 x 2 MiB) + inputs.
+ *   prefill: k_gdn_conv + k_gdn_step<128, false> over T tokens, state in registers; tokens/s.
+ * Reference: the spec's recurrent form (qwen35-moe-spec.md §5.5) in double on the host, for the
+ * decode step and for a short prefill (which must equal T decode steps).
+ */
+#include "lab.cuh"
+#include "../../src/backend/cuda/k_gdn.cuh"
+#include "../../src/backend/cuda/k_misc.cuh"
+
+static const int HK = 16, HV = 32, DK = 128, DV = 128, QK = HK * DK, CD = 2 * QK + HV * DV;
+
+/* one host step: raw [CD], b/a [HV]; updates ring (3 most recent raw, oldest first), S, writes o */
+static void host_step(const float *raw, const float *b, const float *a, const float *cw, float *hist, float *S,
+                      const float *dtb, const float *sa, float *o) {
+    std::vector<float> c(CD);
+    for (int ch = 0; ch < CD; ch++) {
+        double acc = cw[ch * 4 + 3] * raw[ch];
+        for (int j = 0; j < 3; j++) acc += cw[ch * 4 + j] * hist[j * CD + ch];
+        hist[0 * CD + ch] = hist[1 * CD + ch]; hist[1 * CD + ch] = hist[2 * CD + ch]; hist[2 * CD + ch] = raw[ch];
+        c[ch] = (float)(acc / (1 + exp(-acc)));
+    }
+    for (int h = 0; h < HV; h++) {
+        int kh = h / (HV / HK);
+        double q[DK], k[DK], sq = 0, sk = 0;
+        for (int i = 0; i < DK; i++) { q[i] = c[kh * DK + i]; k[i] = c[QK + kh * DK + i]; sq += q[i] * q[i]; sk += k[i] * k[i]; }
+        for (int i = 0; i < DK; i++) { q[i] /= sqrt(sq + 1e-6) * sqrt((double)DK); k[i] /= sqrt(sk + 1e-6); }
+        double beta = 1 / (1 + exp(-b[h])), x = a[h] + dtb[h], sp = x > 20 ? x : log1p(exp(x)), alpha = exp(sa[h] * sp);
+        float *Sh = S + (size_t)h * DK * DV;
+        for (int j = 0; j < DV; j++) {
+            double u = 0;
+            for (int i = 0; i < DK; i++) { Sh[i * DV + j] = (float)(Sh[i * DV + j] * alpha); u += Sh[i * DV + j] * k[i]; }
+            double delta = beta * (c[2 * QK + h * DV + j] - u), oo = 0;
+            for (int i = 0; i < DK; i++) { Sh[i * DV + j] = (float)(Sh[i * DV + j] + k[i] * delta); oo += Sh[i * DV + j] * q[i]; }
+            o[h * DV + j] = (float)oo;
+        }
+    }
+}
+
+int main() {
+    const int T = 8, TP = 4096;
+    std::vector<float> raw((size_t)TP * CD), ab((size_t)TP * 2 * HV), cw(CD * 4), S0((size_t)HV * DK * DV), dtb(HV), sa(HV);
+    for (auto &v : raw) v = lab_uniform(-2, 2);
+    for (auto &v : ab) v = lab_uniform(-2, 2);
+    for (auto &v : cw) v = lab_uniform(-0.5f, 0.5f);
+    for (auto &v : S0) v = lab_uniform(-0.1f, 0.1f);
+    for (auto &v : dtb) v = lab_uniform(-1, 1);
+    for (auto &v : sa) v = lab_uniform(-2, -0.1f);
+    /* host: T decode steps from S0, empty conv history */
+    std::vector<float> hist(3 * CD, 0.0f), S = S0, oref((size_t)T * HV * DV);
+    std::vector<float> bvec((size_t)TP * HV), avec((size_t)TP * HV);
+    for (int t = 0; t < TP; t++) for (int h = 0; h < HV; h++) { bvec[t * HV + h] = ab[t * 2 * HV + h]; avec[t * HV + h] = ab[t * 2 * HV + HV + h]; }
+    for (int t = 0; t < T; t++) host_step(&raw[(size_t)t * CD], &bvec[t * HV], &avec[t * HV], cw.data(), hist.data(), S.data(), dtb.data(), sa.data(), &oref[(size_t)t * HV * DV]);
+    float *d_raw, *d_c, *d_b, *d_a, *d_cw, *d_ring, *d_S, *d_dtb, *d_sa, *d_o; int *d_pos;
+    CK(cudaMalloc(&d_raw, raw.size() * 4)); CK(cudaMalloc(&d_c, raw.size() * 4));
+    CK(cudaMalloc(&d_b, bvec.size() * 4)); CK(cudaMalloc(&d_a, avec.size() * 4)); CK(cudaMalloc(&d_cw, cw.size() * 4));
+    CK(cudaMalloc(&d_ring, 4 * CD * 4)); CK(cudaMalloc(&d_S, S0.size() * 4)); CK(cudaMalloc(&d_dtb, HV * 4)); CK(cudaMalloc(&d_sa, HV * 4));
+    CK(cudaMalloc(&d_o, (size_t)TP * HV * DV * 4)); CK(cudaMalloc(&d_pos, 4));
+    CK(cudaMemcpy(d_raw, raw.data(), raw.size() * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(d_b, bvec.data(), bvec.size() * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(d_a, avec.data(), avec.size() * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(d_cw, cw.data(), cw.size() * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(d_dtb, dtb.data(), HV * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(d_sa, sa.data(), HV * 4, cudaMemcpyHostToDevice));
+    auto reset = [&]() {
+        CK(cudaMemcpy(d_S, S0.data(), S0.size() * 4, cudaMemcpyHostToDevice));
+        CK(cudaMemset(d_ring, 0, 4 * CD * 4)); CK(cudaMemset(d_pos, 0, 4));
+    };
+    std::vector<float> o((size_t)T * HV * DV), Sg(S0.size());
+    double ma, re;
+    /* decode: T steps */
+    reset();
+    for (int t = 0; t < T; t++) {
+        gdn_args g = {d_raw + (size_t)t * CD, d_b + t * HV, d_a + t * HV, HV, d_cw, d_ring, d_S, d_dtb, d_sa, d_o + (size_t)t * HV * DV, d_pos, 1, HK, HV, DV, 0};
+        k_gdn_step<128, true><<<dim3(HV, DV / 32), 128>>>(g);
+        k_pos_add<<<1, 1>>>(d_pos, 1);
+    }
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(o.data(), d_o, o.size() * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(Sg.data(), d_S, Sg.size() * 4, cudaMemcpyDeviceToHost));
+    re = lab_relerr(oref.data(), o.data(), o.size(), &ma);
+    double reS = lab_relerr(S.data(), Sg.data(), S.size(), &ma);
+    CK(cudaMemset(d_pos, 0, 4));
+    gdn_args g1 = {d_raw, d_b, d_a, HV, d_cw, d_ring, d_S, d_dtb, d_sa, d_o, d_pos, 1, HK, HV, DV, 0};
+    float ms = lab_time_ms([&](int) { k_gdn_step<128, true><<<dim3(HV, DV / 32), 128>>>(g1); }, 200);
+    double bytes = 2.0 * S0.size() * 4 + CD * 4 * 5;
+    printf("gdn decode step v1  %s  o rel.err %.2e  S rel.err %.2e  %6.2f us  %5.0f GB/s (state r+w)\n",
+           re < 1e-4 && reS < 1e-4 ? "OK  " : "FAIL", re, reS, ms * 1e3, bytes / (ms * 1e-3) / 1e9);
+    /* prefill of T tokens must equal the T decode steps */
+    reset();
+    k_gdn_conv<<<dim3((CD + 255) / 256, T), 256>>>(d_raw, CD, d_c, d_cw, d_ring, d_pos, T, CD);
+    k_gdn_ring<<<(CD + 255) / 256, 256>>>(d_raw, CD, d_ring, d_pos, T, CD);
+    gdn_args gp = {d_c, d_b, d_a, HV, d_cw, d_ring, d_S, d_dtb, d_sa, d_o, d_pos, T, HK, HV, DV, 0};
+    k_gdn_step<128, false><<<dim3(HV, DV / 32), 128>>>(gp);
+    CK(cudaDeviceSynchronize());
+    CK(cudaMemcpy(o.data(), d_o, o.size() * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(Sg.data(), d_S, Sg.size() * 4, cudaMemcpyDeviceToHost));
+    re = lab_relerr(oref.data(), o.data(), o.size(), &ma);
+    reS = lab_relerr(S.data(), Sg.data(), S.size(), &ma);
+    printf("gdn prefill (conv+scan), T=%d  %s  o rel.err %.2e  S rel.err %.2e\n", T, re < 1e-4 && reS < 1e-4 ? "OK  " : "FAIL", re, reS);
+    gp.T = TP;
+    ms = lab_time_ms([&](int) {
+        k_gdn_conv<<<dim3((CD + 255) / 256, TP), 256>>>(d_raw, CD, d_c, d_cw, d_ring, d_pos, TP, CD);
+        k_gdn_step<128, false><<<dim3(HV, DV / 32), 128>>>(gp);
+    }, 10);
+    printf("gdn prefill T=%d: %.3f ms per layer  (%.0f tokens/s per layer; x30 layers: %.1f ms)\n", TP, ms, TP / (ms * 1e-3), 30 * ms);
+    return 0;
+}

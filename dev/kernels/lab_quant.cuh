@@ -1,0 +1,81 @@
+/*
+ * lab_quant.cuh — host-side random Q4_K / Q6_K matrices (llama.cpp block layout, from the synthetic
+ * generator), their host dequantization (the lab's reference), and upload + repack to a device gmat.
+ */
+#ifndef LILAC_LAB_QUANT_CUH
+#define LILAC_LAB_QUANT_CUH
+
+#include "lab.cuh"
+#include "../../src/backend/cuda/k_misc.cuh"
+
+struct host_qmat {
+    int type, rows, cols;
+    std::vector<uint8_t> blocks; /* AoS llama blocks */
+};
+
+static host_qmat lab_make_qmat(int type, int rows, int cols, uint64_t seed) {
+    host_qmat m{type, rows, cols, {}};
+    int bb = type == GT_Q4_K ? 144 : 210;
+    long nb = (long)rows * (cols / 256);
+    m.blocks.resize((size_t)nb * bb);
+    for (long b = 0; b < nb; b++) qsyn_block_fill(type, seed, 77, (uint64_t)b, m.blocks.data() + b * bb);
+    return m;
+}
+
+static void lab_dequant_row(const host_qmat &m, int r, float *y) {
+    int nb = m.cols / 256;
+    for (int b = 0; b < nb; b++) {
+        if (m.type == GT_Q4_K) {
+            const uint8_t *p = m.blocks.data() + ((size_t)r * nb + b) * 144;
+            float d = lab_h2f((uint16_t)(p[0] | p[1] << 8)), dmin = lab_h2f((uint16_t)(p[2] | p[3] << 8));
+            const uint8_t *q = p + 4, *qs = p + 16;
+            for (int s = 0; s < 8; s++) {
+                int sc, mn;
+                if (s < 4) { sc = q[s] & 63; mn = q[s + 4] & 63; }
+                else { sc = (q[s + 4] & 0xF) | ((q[s - 4] >> 6) << 4); mn = (q[s + 4] >> 4) | ((q[s] >> 6) << 4); }
+                for (int l = 0; l < 32; l++) y[256 * b + 32 * s + l] = d * sc * ((qs[32 * (s / 2) + l] >> (4 * (s & 1))) & 15) - dmin * mn;
+            }
+        } else {
+            const uint8_t *p = m.blocks.data() + ((size_t)r * nb + b) * 210;
+            const uint8_t *ql = p, *qh = p + 128;
+            const int8_t *sc = (const int8_t *)(p + 192);
+            float d = lab_h2f((uint16_t)(p[208] | p[209] << 8));
+            float *yy = y + 256 * b;
+            for (int h = 0; h < 2; h++, yy += 128, ql += 64, qh += 32, sc += 8)
+                for (int l = 0; l < 32; l++) {
+                    int is = l / 16;
+                    yy[l] = d * sc[is] * (((ql[l] & 15) | (((qh[l] >> 0) & 3) << 4)) - 32);
+                    yy[l + 32] = d * sc[is + 2] * (((ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4)) - 32);
+                    yy[l + 64] = d * sc[is + 4] * (((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+                    yy[l + 96] = d * sc[is + 6] * (((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+                }
+        }
+    }
+}
+
+static gmat lab_upload(const host_qmat &m) {
+    gmat g{};
+    g.type = m.type; g.rows = m.rows; g.cols = m.cols;
+    long nb = (long)m.rows * (m.cols / 256);
+    uint8_t *st;
+    CK(cudaMalloc(&st, m.blocks.size()));
+    CK(cudaMemcpy(st, m.blocks.data(), m.blocks.size(), cudaMemcpyHostToDevice));
+    uint8_t *a, *b2, *c; __half *d;
+    unsigned grid = (unsigned)((nb + 127) / 128);
+    if (m.type == GT_Q4_K) {
+        CK(cudaMalloc(&a, nb * 16)); CK(cudaMalloc(&b2, nb * 128));
+        k_repack_q4k<<<grid, 128>>>(st, nb, a, b2);
+        g.sc = a; g.q = b2;
+    } else {
+        CK(cudaMalloc(&a, nb * 128)); CK(cudaMalloc(&b2, nb * 64)); CK(cudaMalloc(&c, nb * 16)); CK(cudaMalloc(&d, nb * 2));
+        k_repack_q6k<<<grid, 128>>>(st, nb, a, b2, c, d);
+        g.q = a; g.qh = b2; g.sc = c; g.d = d;
+    }
+    CK(cudaDeviceSynchronize());
+    CK(cudaFree(st));
+    return g;
+}
+
+static double lab_gmat_bytes(const gmat &g) { return (double)g.rows * g.cols / 256 * (g.type == GT_Q4_K ? 144 : 210); }
+
+#endif

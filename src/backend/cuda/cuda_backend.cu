@@ -1,0 +1,1172 @@
+/*
+ * cuda_backend.cu — the CUDA backend: weight upload/repack, device sessions, and the one forward
+ * function per path (decode_step for one token, prefill_chunk for a chunk of tokens) that sequence
+ * the kernels of k_*.cuh. Everything the forward needs is allocated when the backend or a sequence
+ * is created; nothing is allocated per token.
+ *
+ * Decode: one CUDA graph per sequence (captured at its first decode), replayed per token. The token
+ * id lives on the device: forward() copies it in; cuda_backend_generate() lets the graph's last
+ * kernel turn the argmax (fused into the lm_head GEMV) into the next step's input. Per layer:
+ * GEMV(qkv|z|b|a or q|k|v, RMSNorm prologue) -> GDN step / attention (prep, split-K, combine) ->
+ * GEMV(out, gated-norm prologue, residual add) -> GEMV(router|shared gate) -> MoE gate/up -> MoE
+ * down (+ residual). That is 6 (GDN) or 8 (attention) kernels per layer.
+ *
+ * Prefill: chunks of at most max_batch tokens; tensor-core GEMMs with in-tile dequant, a counting
+ * sort of (token, slot) pairs by expert and grouped expert GEMMs, the GDN recurrence over the chunk
+ * with the state in registers, flash attention over the cache.
+ *
+ * Weight types on the device: Q4_K, Q6_K, Q8_0 (repacked to structure-of-arrays, see
+ * cu_common.cuh), BF16 (F32/F16/BF16 sources). Q4_0 (exactly), Q5_K and MLX4/MLX8 (to 8 bits, lossy
+ * ~0.4 % of a block's range) are converted on the host to Q8_0 at load.
+ */
+extern "C" {
+#include "../../base/base.h"
+#include "../../model/qwen35.h"
+#include "../backend.h"
+#include "cuda_backend.h"
+}
+#include "../../model/qwen35_synth.h"
+
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "k_attn.cuh"
+#include "k_gdn.cuh"
+#include "k_gemm.cuh"
+#include "k_gemv.cuh"
+#include "k_misc.cuh"
+
+#define CU_TRY(call)                                                                                      \
+    do {                                                                                                  \
+        cudaError_t e__ = (call);                                                                         \
+        if (e__ != cudaSuccess)                                                                           \
+            return ll_err(LL_ERR_DEVICE, "cuda: %s: %s (%s:%d)", #call, cudaGetErrorString(e__), __FILE__, \
+                          __LINE__);                                                                      \
+    } while (0)
+
+#define GEN_CAP 65536
+
+/* ------------------------------------------------------------------ structures */
+
+struct dlayer {
+    float *attn_norm, *ffn_norm;                  /* [H] */
+    gmat wq, wk, wv, wo;
+    float *q_norm, *k_norm;                       /* [HD] */
+    gmat wqkv, wz, wb, wa, wout;
+    float *conv, *dt_bias, *ssm_a, *gdn_norm;
+    gmat router, shgate;                          /* [E, H], [1, H] */
+    gmat egate, eup, edown;                       /* fused experts [E*FF, H], [E*FF, H], [E*H, FF] */
+    gmat sgate, sup, sdown;
+    int gdn_idx, attn_idx;                        /* index among GDN / attention layers */
+};
+
+struct prof_ctx {
+    int on;
+    cudaEvent_t ev[1024];
+    const char *name[512];
+    double bytes[512], flops[512];
+    int n;
+};
+
+struct cu_seq {
+    int n_ctx, pos;                               /* host mirror of the position */
+    int *d_pos;
+    __nv_bfloat16 *kv;                            /* [n_attn][2][NKV][n_ctx][HD] */
+    float *S;                                     /* [n_gdn][HV][DK][DV] */
+    float *ring;                                  /* [n_gdn][4][CD] */
+    float *part_o, *part_ml;                      /* [max_splits][NH][HD], [max_splits][NH][2] */
+    int CH, max_splits;
+    cudaGraphExec_t graph;
+    size_t bytes;
+};
+
+struct cu_backend {
+    ll_backend base;
+    const qwen_model *m;
+    qwen_hparams hp;
+    int dev, nsm;
+    char devname[256];
+    cudaStream_t st;
+    gmat tok_embd, lm_head;
+    float *out_norm;
+    float *inv_freq;
+    dlayer L[QWEN_MAX_LAYERS];
+    int n_gdn, n_attn;
+    double weight_bytes, decode_bytes;
+    double moe_gu_bytes, moe_d_bytes;     /* per-layer bytes, for the profile */
+    int no_prefetch;                      /* LILAC_CUDA_NO_PREFETCH=1: the plain GEMV/MoE kernels */
+    size_t alloc_bytes, mem_peak;
+    void **allocs; size_t n_allocs, cap_allocs;
+    /* decode scratch */
+    float *x, *qkv, *z, *ab, *o, *qg, *kb, *vb, *q, *att, *rl, *h, *logits;
+    int *d_tok, *d_gen, *d_gen_n;
+    unsigned long long *d_argmax;
+    int *h_tok;                                   /* pinned [1] */
+    /* prefill scratch, for chunks of up to TB tokens */
+    int TB;
+    int *d_tokens, *h_tokens;                     /* [TB] (h_ pinned) */
+    float *X, *P1, *P2, *P3, *P4, *RL, *wts, *Gb;
+    __nv_bfloat16 *Xb, *Ob, *Qb, *Hb, *Hs;
+    int *ids, *cnt, *cursor, *perm, *tile_e, *tile_m0, *tile_mn, *n_tiles;
+    prof_ctx prof;
+};
+
+/* ------------------------------------------------------------------ allocation */
+
+static ll_status dev_alloc(cu_backend *b, void **p, size_t n) {
+    *p = NULL;
+    if (n == 0) n = 16;
+    cudaError_t e = cudaMalloc(p, n);
+    if (e != cudaSuccess) {
+        *p = NULL;
+        return ll_err(LL_ERR_OOM, "cuda: cudaMalloc(%zu bytes): %s", n, cudaGetErrorString(e));
+    }
+    if (b->n_allocs == b->cap_allocs) {
+        size_t nc = b->cap_allocs ? 2 * b->cap_allocs : 1024;
+        void **na = (void **)ll_realloc(b->allocs, nc * sizeof(void *));
+        if (!na) { cudaFree(*p); *p = NULL; return ll_err(LL_ERR_OOM, "cuda: out of host memory"); }
+        b->allocs = na;
+        b->cap_allocs = nc;
+    }
+    b->allocs[b->n_allocs++] = *p;
+    b->alloc_bytes += n;
+    size_t fr, tot;
+    if (cudaMemGetInfo(&fr, &tot) == cudaSuccess && tot - fr > b->mem_peak) b->mem_peak = tot - fr;
+    return LL_OK;
+}
+#define DALLOC(b, ptr, n) LL_TRY(dev_alloc((b), (void **)&(ptr), (n)))
+
+/* ------------------------------------------------------------------ host conversions */
+
+static void host_dequant_block(ll_type t, const uint8_t *src, float *y) {
+    switch (t) {
+    case LL_TYPE_Q4_0: {
+        float d = ll_f16_to_f32((uint16_t)(src[0] | (src[1] << 8)));
+        for (int j = 0; j < 16; j++) {
+            y[j] = ((src[2 + j] & 15) - 8) * d;
+            y[j + 16] = ((src[2 + j] >> 4) - 8) * d;
+        }
+        break;
+    }
+    case LL_TYPE_Q5_K: {
+        const ll_block_q5_K *bk = (const ll_block_q5_K *)src;
+        float d = ll_f16_to_f32(bk->d), dmin = ll_f16_to_f32(bk->dmin);
+        const uint8_t *ql = bk->qs, *q = bk->scales;
+        int is = 0;
+        uint8_t u1 = 1, u2 = 2;
+        for (int j = 0; j < 256; j += 64) {
+            int sc[2], mn[2];
+            for (int k = 0; k < 2; k++) {
+                int s = is + k;
+                if (s < 4) { sc[k] = q[s] & 63; mn[k] = q[s + 4] & 63; }
+                else { sc[k] = (q[s + 4] & 0xF) | ((q[s - 4] >> 6) << 4); mn[k] = (q[s + 4] >> 4) | ((q[s] >> 6) << 4); }
+            }
+            for (int l = 0; l < 32; l++) y[j + l] = d * sc[0] * ((ql[l] & 0xF) + (bk->qh[l] & u1 ? 16 : 0)) - dmin * mn[0];
+            for (int l = 0; l < 32; l++) y[j + 32 + l] = d * sc[1] * ((ql[l] >> 4) + (bk->qh[l] & u2 ? 16 : 0)) - dmin * mn[1];
+            ql += 32; is += 2; u1 <<= 2; u2 <<= 2;
+        }
+        break;
+    }
+    case LL_TYPE_MLX4: {
+        const ll_block_mlx4 *bk = (const ll_block_mlx4 *)src;
+        float s = ll_bf16_to_f32(bk->scale), bi = ll_bf16_to_f32(bk->bias);
+        for (int j = 0; j < 32; j++) { y[2 * j] = s * (bk->qs[j] & 15) + bi; y[2 * j + 1] = s * (bk->qs[j] >> 4) + bi; }
+        break;
+    }
+    case LL_TYPE_MLX8: {
+        const ll_block_mlx8 *bk = (const ll_block_mlx8 *)src;
+        float s = ll_bf16_to_f32(bk->scale), bi = ll_bf16_to_f32(bk->bias);
+        for (int j = 0; j < 64; j++) y[j] = s * bk->qs[j] + bi;
+        break;
+    }
+    default: LL_ABORT("host_dequant_block: type %d", (int)t);
+    }
+}
+
+/* One row (n elements) of any host type to fp32. */
+static void host_row_to_f32(ll_type t, const uint8_t *src, float *y, int64_t n) {
+    if (t == LL_TYPE_F32) { memcpy(y, src, (size_t)n * 4); return; }
+    if (t == LL_TYPE_F16) { for (int64_t i = 0; i < n; i++) y[i] = ll_f16_to_f32(((const uint16_t *)src)[i]); return; }
+    if (t == LL_TYPE_BF16) { for (int64_t i = 0; i < n; i++) y[i] = ll_bf16_to_f32(((const uint16_t *)src)[i]); return; }
+    int64_t be = quant_block_elems(t);
+    size_t bb = quant_block_bytes(t);
+    for (int64_t i = 0; i < n / be; i++) host_dequant_block(t, src + i * bb, y + i * be);
+}
+
+/* ------------------------------------------------------------------ weight upload */
+
+/* Uploads n_views views (each [rows, cols], same type) as one stacked device matrix. */
+static ll_status upload_mat(cu_backend *b, const ll_mat *views, int n_views, int lazy, uint64_t seed, gmat *out) {
+    const ll_mat *m0 = &views[0];
+    ll_type t = m0->type;
+    int64_t rows = m0->rows, cols = m0->cols, R = rows * n_views;
+    for (int v = 1; v < n_views; v++)
+        if (views[v].type != t || views[v].rows != rows || views[v].cols != cols)
+            return ll_err(LL_ERR_UNSUPPORTED, "cuda: %s: expert %d has type %s / shape [%lld, %lld], expert 0 %s [%lld, %lld]",
+                          m0->name ? m0->name : "?", v, quant_type_name(views[v].type), (long long)views[v].rows,
+                          (long long)views[v].cols, quant_type_name(t), (long long)rows, (long long)cols);
+    *out = gmat{};
+    out->rows = (int)R;
+    out->cols = (int)cols;
+    const char *nm = m0->name ? m0->name : "?";
+    int is_k = t == LL_TYPE_Q4_K || t == LL_TYPE_Q6_K;
+    if (is_k && cols % 256) return ll_err(LL_ERR_UNSUPPORTED, "cuda: %s: %s needs cols %% 256 == 0", nm, quant_type_name(t));
+    if (cols % 32) return ll_err(LL_ERR_UNSUPPORTED, "cuda: %s: cols %lld not a multiple of 32", nm, (long long)cols);
+    if (lazy && !m0->data && !is_k) return ll_err(LL_ERR_INVALID, "cuda: %s: lazy synthetic matrix of type %s", nm, quant_type_name(t));
+    size_t rb = quant_row_bytes(t, cols);
+    if (t == LL_TYPE_Q4_K || t == LL_TYPE_Q6_K || t == LL_TYPE_Q8_0) {
+        long nblk_row = (long)(rb / quant_block_bytes(t));
+        long NB = (long)R * nblk_row;
+        if (t == LL_TYPE_Q4_K) {
+            out->type = GT_Q4_K;
+            DALLOC(b, out->sc, (size_t)NB * 16);
+            DALLOC(b, out->q, (size_t)NB * 128);
+        } else if (t == LL_TYPE_Q6_K) {
+            out->type = GT_Q6_K;
+            DALLOC(b, out->q, (size_t)NB * 128);
+            DALLOC(b, out->qh, (size_t)NB * 64);
+            DALLOC(b, out->sc, (size_t)NB * 16);
+            DALLOC(b, out->d, (size_t)NB * 2);
+        } else {
+            out->type = GT_Q8_0;
+            DALLOC(b, out->q, (size_t)NB * 32);
+            DALLOC(b, out->d, (size_t)NB * 2);
+        }
+        size_t bb = quant_block_bytes(t);
+        long chunk = (64l << 20) / (long)bb; /* blocks per staging pass */
+        uint8_t *stage = NULL;
+        CU_TRY(cudaMalloc(&stage, (size_t)chunk * bb));
+        ll_status st = LL_OK;
+        uint64_t key = m0->name ? qsyn_key(m0->name) : 0;
+        for (long b0 = 0; b0 < NB && st == LL_OK; b0 += chunk) {
+            long n = NB - b0 < chunk ? NB - b0 : chunk;
+            cudaError_t e = cudaSuccess;
+            if (!m0->data) {
+                k_synth_blocks<<<(unsigned)((n + 127) / 128), 128, 0, b->st>>>((int)t, seed, key, b0, n, stage, (int)bb);
+            } else {
+                /* copy the n blocks, row by row through the views (a view's rows are contiguous) */
+                long done = 0;
+                while (done < n && e == cudaSuccess) {
+                    long gb = b0 + done, row = gb / nblk_row, inrow = gb % nblk_row;
+                    int v = (int)(row / rows);
+                    long vr = row % rows;
+                    long avail_rows_blocks = (rows - vr) * nblk_row - inrow; /* blocks left in this view */
+                    long take = n - done < avail_rows_blocks ? n - done : avail_rows_blocks;
+                    const uint8_t *src = views[v].data + (size_t)vr * views[v].row_bytes + (size_t)inrow * bb;
+                    e = cudaMemcpyAsync(stage + done * bb, src, (size_t)take * bb, cudaMemcpyHostToDevice, b->st);
+                    done += take;
+                }
+            }
+            if (e == cudaSuccess) {
+                unsigned g = (unsigned)((n + 127) / 128);
+                if (t == LL_TYPE_Q4_K) k_repack_q4k<<<g, 128, 0, b->st>>>(stage, n, (uint8_t *)out->sc + b0 * 16, (uint8_t *)out->q + b0 * 128);
+                else if (t == LL_TYPE_Q6_K)
+                    k_repack_q6k<<<g, 128, 0, b->st>>>(stage, n, (uint8_t *)out->q + b0 * 128, (uint8_t *)out->qh + b0 * 64,
+                                                       (uint8_t *)out->sc + b0 * 16, (__half *)out->d + b0);
+                else k_repack_q8_0<<<g, 128, 0, b->st>>>(stage, n, (uint8_t *)out->q + b0 * 32, (__half *)out->d + b0);
+                e = cudaStreamSynchronize(b->st);
+                if (e == cudaSuccess) e = cudaGetLastError();
+            }
+            if (e != cudaSuccess) st = ll_err(LL_ERR_DEVICE, "cuda: uploading %s: %s", nm, cudaGetErrorString(e));
+        }
+        cudaFree(stage);
+        if (st != LL_OK) return st;
+        b->weight_bytes += (double)NB * bb;
+        return LL_OK;
+    }
+    if (!m0->data) return ll_err(LL_ERR_INVALID, "cuda: %s: no data", nm);
+    int to_q8 = !(t == LL_TYPE_F32 || t == LL_TYPE_F16 || t == LL_TYPE_BF16);
+    if (to_q8 && !(t == LL_TYPE_Q4_0 || t == LL_TYPE_Q5_K || t == LL_TYPE_MLX4 || t == LL_TYPE_MLX8))
+        return ll_err(LL_ERR_UNSUPPORTED, "cuda: %s: weight type %s not supported", nm, quant_type_name(t));
+    float *f = (float *)ll_malloc((size_t)cols * 4);
+    size_t orb = to_q8 ? (size_t)cols / 32 * 34 : (size_t)cols * 2;
+    uint8_t *hrow = (uint8_t *)ll_malloc(orb * 64);
+    uint8_t *stage = NULL;
+    ll_status st = LL_OK;
+    if (!f || !hrow) st = ll_err(LL_ERR_OOM, "cuda: %s: out of host memory", nm);
+    if (st == LL_OK && cudaMalloc(&stage, orb * 64) != cudaSuccess) st = ll_err(LL_ERR_OOM, "cuda: %s: staging", nm);
+    if (st == LL_OK) {
+        if (to_q8) {
+            out->type = GT_Q8_0;
+            st = dev_alloc(b, (void **)&out->q, (size_t)R * cols);
+            if (st == LL_OK) st = dev_alloc(b, (void **)&out->d, (size_t)R * cols / 32 * 2);
+        } else {
+            out->type = GT_BF16;
+            st = dev_alloc(b, (void **)&out->q, (size_t)R * cols * 2);
+        }
+    }
+    for (int64_t r0 = 0; r0 < R && st == LL_OK; r0 += 64) {
+        int64_t nr = R - r0 < 64 ? R - r0 : 64;
+        for (int64_t i = 0; i < nr; i++) {
+            int64_t r = r0 + i;
+            const ll_mat *v = &views[r / rows];
+            host_row_to_f32(t, ll_mat_row(v, r % rows), f, cols);
+            uint8_t *o = hrow + i * orb;
+            if (to_q8) {
+                for (int64_t k = 0; k < cols / 32; k++) {
+                    float amax = 0;
+                    for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(f[32 * k + j]));
+                    float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
+                    uint16_t dh = ll_f32_to_f16(d);
+                    o[34 * k] = (uint8_t)dh; o[34 * k + 1] = (uint8_t)(dh >> 8);
+                    for (int j = 0; j < 32; j++) o[34 * k + 2 + j] = (uint8_t)(int8_t)lrintf(f[32 * k + j] * id);
+                }
+            } else {
+                for (int64_t k = 0; k < cols; k++) ((uint16_t *)o)[k] = ll_f32_to_bf16(f[k]);
+            }
+        }
+        cudaError_t e = cudaMemcpy(stage, hrow, orb * nr, cudaMemcpyHostToDevice);
+        if (e == cudaSuccess) {
+            if (to_q8) {
+                long nb = (long)nr * cols / 32;
+                k_repack_q8_0<<<(unsigned)((nb + 127) / 128), 128, 0, b->st>>>(stage, nb, (uint8_t *)out->q + r0 * cols,
+                                                                                 (__half *)out->d + r0 * cols / 32);
+                e = cudaStreamSynchronize(b->st);
+            } else {
+                e = cudaMemcpy((uint8_t *)out->q + r0 * cols * 2, stage, orb * nr, cudaMemcpyDeviceToDevice);
+            }
+        }
+        if (e != cudaSuccess) st = ll_err(LL_ERR_DEVICE, "cuda: uploading %s: %s", nm, cudaGetErrorString(e));
+    }
+    if (stage) cudaFree(stage);
+    ll_free(f);
+    ll_free(hrow);
+    if (st == LL_OK) b->weight_bytes += (double)R * (to_q8 ? (double)cols / 32 * 34 : (double)cols * 2);
+    return st;
+}
+
+static double gmat_bytes(const gmat &g) {
+    double n = (double)g.rows * g.cols;
+    switch (g.type) {
+    case GT_Q4_K: return n / 256 * 144;
+    case GT_Q6_K: return n / 256 * 210;
+    case GT_Q8_0: return n / 32 * 34;
+    default: return n * 2;
+    }
+}
+
+static ll_status upload_f32(cu_backend *b, const float *src, size_t n, float **out, const char *what) {
+    if (!src) return ll_err(LL_ERR_INVALID, "cuda: %s missing", what);
+    DALLOC(b, *out, n * 4);
+    CU_TRY(cudaMemcpy(*out, src, n * 4, cudaMemcpyHostToDevice));
+    return LL_OK;
+}
+
+/* ------------------------------------------------------------------ launch helpers */
+
+static void prof_begin(cu_backend *b) {
+    if (b->prof.on && b->prof.n < 512) cudaEventRecord(b->prof.ev[2 * b->prof.n], b->st);
+}
+static void prof_end(cu_backend *b, const char *name, double bytes, double flops) {
+    if (b->prof.on && b->prof.n < 512) {
+        cudaEventRecord(b->prof.ev[2 * b->prof.n + 1], b->st);
+        b->prof.name[b->prof.n] = name;
+        b->prof.bytes[b->prof.n] = bytes;
+        b->prof.flops[b->prof.n] = flops;
+        b->prof.n++;
+    }
+}
+
+/* Calls fn<type, NU>(...) with NU the smallest of 1, 2, 4 that holds nu units per lane. */
+#define GT_NU_CASE(T, nu, fn, ...)                                                          \
+    do {                                                                                    \
+        if ((nu) <= 1) fn<T, 1>(__VA_ARGS__);                                               \
+        else if ((nu) <= 2) fn<T, 2>(__VA_ARGS__);                                          \
+        else fn<T, 4>(__VA_ARGS__);                                                         \
+    } while (0)
+#define GT_NU_DISPATCH(t, nu, fn, ...)                                                      \
+    switch (t) {                                                                            \
+    case GT_Q4_K: GT_NU_CASE(GT_Q4_K, nu, fn, __VA_ARGS__); break;                          \
+    case GT_Q6_K: GT_NU_CASE(GT_Q6_K, nu, fn, __VA_ARGS__); break;                          \
+    case GT_Q8_0: GT_NU_CASE(GT_Q8_0, nu, fn, __VA_ARGS__); break;                          \
+    default: GT_NU_CASE(GT_BF16, nu, fn, __VA_ARGS__); break;                               \
+    }
+
+template <int WT, int NU> static void gemv_pf_launch(cu_backend *b, const gemv_args &a, size_t smem) {
+    int occ = 0;
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_gemv_pf<WT, NU>, GEMV_THREADS, smem);
+    if (occ < 1) occ = 1;
+    int rpw = 32 / gemv_lanes(a.K);
+    int need = (a.total_rows + (GEMV_THREADS / 32) * rpw - 1) / ((GEMV_THREADS / 32) * rpw);
+    int grid = need < b->nsm * occ ? need : b->nsm * occ;
+    k_gemv_pf<WT, NU><<<grid, GEMV_THREADS, smem, b->st>>>(a);
+}
+
+static void launch_gemv(cu_backend *b, gemv_args &a, const char *name) {
+    a.total_rows = 0;
+    double bytes = 0;
+    for (int i = 0; i < a.nseg; i++) { a.total_rows += a.seg[i].W.rows; bytes += gmat_bytes(a.seg[i].W); }
+    size_t smem = qact_smem_bytes(a.K);
+    int nu = (a.K >> 5) / gemv_lanes(a.K);
+    prof_begin(b);
+    if (nu <= RR_NU_MAX && !b->no_prefetch) {
+        GT_NU_DISPATCH(a.seg[0].W.type, nu, gemv_pf_launch, b, a, smem);
+    } else {
+        int rpw = 32 / gemv_lanes(a.K);
+        int need = (a.total_rows + (GEMV_THREADS / 32) * rpw - 1) / ((GEMV_THREADS / 32) * rpw);
+        int grid = need < b->nsm * 4 ? need : b->nsm * 4;
+        k_gemv<<<grid, GEMV_THREADS, smem, b->st>>>(a);
+    }
+    prof_end(b, name, bytes, 2.0 * bytes);
+}
+
+template <int WT, int NU> static void moe_gu_launch(cu_backend *b, const moe_args &ma) {
+    int occ = 0;
+    size_t sm1 = qact_smem_bytes(ma.H);
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_moe_gateup_pf<WT, NU>, GEMV_THREADS, sm1);
+    if (occ < 1) occ = 1;
+    int kf = ma.k * ma.FF + ma.FS, rpw = 32 / gemv_lanes(ma.H);
+    int need = (kf + 16 * rpw - 1) / (16 * rpw);
+    int grid = need < b->nsm * occ ? need : b->nsm * occ;
+    k_moe_gateup_pf<WT, NU><<<grid, GEMV_THREADS, sm1, b->st>>>(ma);
+}
+template <int WT, int NU> static void moe_down_launch(cu_backend *b, const moe_args &ma) {
+    k_moe_down_pf<WT, NU><<<(ma.H + 7) / 8, MOE_DOWN_THREADS, qact_smem_bytes(ma.k * ma.FF + ma.FS), b->st>>>(ma);
+}
+
+static gemv_args gemv_make(int pro, const float *x, int K, const float *g, float eps) {
+    gemv_args a = {};
+    a.pro = pro; a.x = x; a.K = K; a.g = g; a.eps = eps;
+    return a;
+}
+static void gemv_add(gemv_args &a, const gmat &W, float *y, int epi) {
+    a.seg[a.nseg].W = W; a.seg[a.nseg].y = y; a.seg[a.nseg].epi = epi; a.nseg++;
+}
+
+static void launch_gemm(cu_backend *b, const __nv_bfloat16 *A, int lda, const gmat &W, int M, int mode, float *C, int ldc,
+                        const char *name, const float *G = NULL, __nv_bfloat16 *H = NULL, const float *rowgate = NULL,
+                        int rg_stride = 0) {
+    gemm_args a = {};
+    a.A = A; a.lda = lda; a.W = W; a.N = W.rows; a.K = W.cols; a.M = M; a.mode = mode; a.C = C; a.ldc = ldc;
+    a.G = G; a.ldg = W.rows; a.H = H; a.ldh = W.rows; a.rowgate = rowgate; a.rg_stride = rg_stride;
+    dim3 grid((W.rows + GM_BN - 1) / GM_BN, (M + GM_BM - 1) / GM_BM);
+    prof_begin(b);
+    k_gemm<<<grid, 256, 0, b->st>>>(a);
+    prof_end(b, name, gmat_bytes(W) + (double)M * W.cols * 2, 2.0 * M * W.rows * W.cols);
+}
+
+/* ------------------------------------------------------------------ decode */
+
+static void decode_step(cu_backend *b, cu_seq *s, int gen) {
+    const qwen_hparams &hp = b->hp;
+    int H = hp.n_embd, HD = hp.head_dim, NH = hp.n_head, NKV = hp.n_head_kv;
+    int HV = hp.gdn_n_v_heads, DK = hp.gdn_k_dim, DV = hp.gdn_v_dim, HK = hp.gdn_n_k_heads;
+    int QK = HK * DK, CD = 2 * QK + HV * DV, VD = HV * DV, E = hp.n_expert;
+    float eps = hp.rms_eps;
+    prof_begin(b);
+    k_embed<<<1, 128, 0, b->st>>>(b->tok_embd, b->d_tok, b->x, H);
+    prof_end(b, "embed", H * 0.6, 0);
+    for (int l = 0; l < hp.n_layer; l++) {
+        const dlayer &L = b->L[l];
+        if (hp.is_attn[l]) {
+            gemv_args a = gemv_make(PRO_RMSNORM, b->x, H, L.attn_norm, eps);
+            gemv_add(a, L.wq, b->qg, EPI_STORE);
+            gemv_add(a, L.wk, b->kb, EPI_STORE);
+            gemv_add(a, L.wv, b->vb, EPI_STORE);
+            launch_gemv(b, a, "attn.qkv_gemv");
+            __nv_bfloat16 *kc = s->kv + (size_t)L.attn_idx * 2 * NKV * s->n_ctx * HD, *vc = kc + (size_t)NKV * s->n_ctx * HD;
+            attn_prep_args pa = {b->qg, 0, b->kb, 0, b->vb, 0, L.q_norm, L.k_norm, b->inv_freq, b->q, NULL, kc, vc,
+                                 s->d_pos, NH, NKV, HD, hp.n_rot, s->n_ctx, eps};
+            prof_begin(b);
+            k_attn_prep<<<dim3(NH + 2 * NKV, 1), HD, 0, b->st>>>(pa);
+            prof_end(b, "attn.prep", 0, 0);
+            attn_dec_args da = {b->q, kc, vc, s->part_o, s->part_ml, b->qg, b->att, s->d_pos, NH, NKV, HD, s->n_ctx, s->CH};
+            size_t smem = (size_t)(NH / NKV) * (HD + s->CH) * 4;
+            prof_begin(b);
+            k_attn_decode<<<dim3(NKV, s->max_splits), 256, smem, b->st>>>(da);
+            k_attn_combine<<<NH, ATT_COMB_THREADS, 0, b->st>>>(da);
+            prof_end(b, "attn.decode", (double)(s->pos + 1) * NKV * HD * 4, 0);
+            gemv_args o = gemv_make(PRO_PLAIN, b->att, NH * HD, NULL, eps);
+            gemv_add(o, L.wo, b->x, EPI_ADD);
+            launch_gemv(b, o, "attn.out_gemv");
+        } else {
+            gemv_args a = gemv_make(PRO_RMSNORM, b->x, H, L.attn_norm, eps);
+            gemv_add(a, L.wqkv, b->qkv, EPI_STORE);
+            gemv_add(a, L.wz, b->z, EPI_STORE);
+            gemv_add(a, L.wb, b->ab, EPI_STORE);
+            gemv_add(a, L.wa, b->ab + HV, EPI_STORE);
+            launch_gemv(b, a, "gdn.in_gemv");
+            gdn_args g = {b->qkv, b->ab, b->ab + HV, 0, L.conv, s->ring + (size_t)L.gdn_idx * 4 * CD,
+                          s->S + (size_t)L.gdn_idx * HV * DK * DV, L.dt_bias, L.ssm_a, b->o, s->d_pos, 1, HK, HV, DV,
+                          hp.gdn_v_tiled};
+            prof_begin(b);
+            dim3 gg(HV, DV / 32);
+            if (DK == 128) k_gdn_step<128, true><<<gg, 128, 0, b->st>>>(g);
+            else if (DK == 64) k_gdn_step<64, true><<<gg, 128, 0, b->st>>>(g);
+            else k_gdn_step<32, true><<<gg, 128, 0, b->st>>>(g);
+            prof_end(b, "gdn.step", (double)HV * DK * DV * 8, 0);
+            gemv_args o = gemv_make(PRO_HEADNORM_GATED, b->o, VD, L.gdn_norm, eps);
+            o.z = b->z; o.hd = DV;
+            gemv_add(o, L.wout, b->x, EPI_ADD);
+            launch_gemv(b, o, "gdn.out_gemv");
+        }
+        gemv_args r = gemv_make(PRO_RMSNORM, b->x, H, L.ffn_norm, eps);
+        gemv_add(r, L.router, b->rl, EPI_STORE);
+        if (hp.n_ff_shexp) gemv_add(r, L.shgate, b->rl + E, EPI_STORE);
+        launch_gemv(b, r, "moe.router_gemv");
+        moe_args ma = {b->x, L.ffn_norm, eps, H, E, hp.n_expert_used, hp.n_ff_exp, hp.n_ff_shexp, b->rl,
+                       L.egate, L.eup, L.edown, L.sgate, L.sup, L.sdown, b->h, b->x, NULL, NULL};
+        int kf = hp.n_expert_used * hp.n_ff_exp + hp.n_ff_shexp;
+        b->moe_gu_bytes = 2 * ((gmat_bytes(L.egate) / E) * hp.n_expert_used + (hp.n_ff_shexp ? gmat_bytes(L.sgate) : 0));
+        b->moe_d_bytes = (gmat_bytes(L.edown) / E) * hp.n_expert_used + (hp.n_ff_shexp ? gmat_bytes(L.sdown) : 0);
+        int nu_gu = (H >> 5) / gemv_lanes(H), nu_d = (hp.n_ff_exp >> 5) / gemv_lanes(hp.n_ff_exp);
+        int rounds = (hp.n_expert_used + 1 + 32 / gemv_lanes(hp.n_ff_exp) - 1) / (32 / gemv_lanes(hp.n_ff_exp));
+        bool pf = !b->no_prefetch && nu_gu <= RR_NU_MAX && nu_d == 1 && rounds <= MOE_DOWN_IT && L.egate.type == L.eup.type;
+        if (pf) {
+            prof_begin(b);
+            GT_NU_DISPATCH(L.egate.type, nu_gu, moe_gu_launch, b, ma);
+            prof_end(b, "moe.gateup", b->moe_gu_bytes, 2 * b->moe_gu_bytes);
+            prof_begin(b);
+            GT_NU_DISPATCH(L.edown.type, 1, moe_down_launch, b, ma);
+            prof_end(b, "moe.down", b->moe_d_bytes, 2 * b->moe_d_bytes);
+        } else {
+            int rpw = 32 / gemv_lanes(H);
+            int need = (kf + 16 * rpw - 1) / (16 * rpw);
+            prof_begin(b);
+            k_moe_gateup<<<need, GEMV_THREADS, qact_smem_bytes(H), b->st>>>(ma);
+            prof_end(b, "moe.gateup", b->moe_gu_bytes, 2 * b->moe_gu_bytes);
+            prof_begin(b);
+            k_moe_down<<<(H + 7) / 8, 256, qact_smem_bytes(kf), b->st>>>(ma);
+            prof_end(b, "moe.down", b->moe_d_bytes, 2 * b->moe_d_bytes);
+        }
+    }
+    gemv_args f = gemv_make(PRO_RMSNORM, b->x, H, b->out_norm, eps);
+    gemv_add(f, b->lm_head, b->logits, EPI_STORE);
+    f.argmax = b->d_argmax;
+    launch_gemv(b, f, "lm_head_gemv");
+    prof_begin(b);
+    k_finish<<<1, 1, 0, b->st>>>(b->d_argmax, b->d_tok, s->d_pos, gen ? b->d_gen : NULL, b->d_gen_n, 1);
+    prof_end(b, "finish", 0, 0);
+}
+
+/* ------------------------------------------------------------------ prefill */
+
+static void prefill_chunk(cu_backend *b, cu_seq *s, int T, int want_last_logits) {
+    const qwen_hparams &hp = b->hp;
+    int H = hp.n_embd, HD = hp.head_dim, NH = hp.n_head, NKV = hp.n_head_kv;
+    int HV = hp.gdn_n_v_heads, DK = hp.gdn_k_dim, DV = hp.gdn_v_dim, HK = hp.gdn_n_k_heads;
+    int QK = HK * DK, CD = 2 * QK + HV * DV, VD = HV * DV, E = hp.n_expert, K = hp.n_expert_used;
+    int FF = hp.n_ff_exp, FS = hp.n_ff_shexp;
+    float eps = hp.rms_eps;
+    prof_begin(b);
+    k_embed<<<T, 128, 0, b->st>>>(b->tok_embd, b->d_tokens, b->X, H);
+    prof_end(b, "p.embed", 0, 0);
+    for (int l = 0; l < hp.n_layer; l++) {
+        const dlayer &L = b->L[l];
+        prof_begin(b);
+        k_rmsnorm_rows<<<T, 256, 0, b->st>>>(b->X, L.attn_norm, b->Xb, H, eps);
+        prof_end(b, "p.rmsnorm", 0, 0);
+        if (hp.is_attn[l]) {
+            float *QG = b->P1, *Kp = b->P2, *Vp = b->P3;
+            launch_gemm(b, b->Xb, H, L.wq, T, GM_STORE, QG, L.wq.rows, "p.attn.q_gemm");
+            launch_gemm(b, b->Xb, H, L.wk, T, GM_STORE, Kp, L.wk.rows, "p.attn.k_gemm");
+            launch_gemm(b, b->Xb, H, L.wv, T, GM_STORE, Vp, L.wv.rows, "p.attn.v_gemm");
+            __nv_bfloat16 *kc = s->kv + (size_t)L.attn_idx * 2 * NKV * s->n_ctx * HD, *vc = kc + (size_t)NKV * s->n_ctx * HD;
+            attn_prep_args pa = {QG, L.wq.rows, Kp, L.wk.rows, Vp, L.wv.rows, L.q_norm, L.k_norm, b->inv_freq, NULL,
+                                 b->Qb, kc, vc, s->d_pos, NH, NKV, HD, hp.n_rot, s->n_ctx, eps};
+            prof_begin(b);
+            k_attn_prep<<<dim3(NH + 2 * NKV, T), HD, 0, b->st>>>(pa);
+            prof_end(b, "p.attn.prep", 0, 0);
+            flash_args fa = {b->Qb, kc, vc, QG, L.wq.rows, b->Ob, s->d_pos, T, NH, NKV, s->n_ctx};
+            dim3 fg((T + 63) / 64, NH);
+            double fl = 4.0 * NH * HD * ((double)T * s->pos + (double)T * T / 2);
+            prof_begin(b);
+            if (HD == 256) k_flash_prefill<256><<<fg, 256, flash_smem_bytes<256>(), b->st>>>(fa);
+            else if (HD == 128) k_flash_prefill<128><<<fg, 256, flash_smem_bytes<128>(), b->st>>>(fa);
+            else k_flash_prefill<64><<<fg, 256, flash_smem_bytes<64>(), b->st>>>(fa);
+            prof_end(b, "p.attn.flash", 0, fl);
+            launch_gemm(b, b->Ob, NH * HD, L.wo, T, GM_ADD, b->X, H, "p.attn.o_gemm");
+        } else {
+            float *QKV = b->P1, *QKVc = b->P2, *Z = b->P3, *O = b->P4;
+            float *Bv = b->RL, *Av = b->RL + (size_t)T * HV; /* RL is free until the router */
+            launch_gemm(b, b->Xb, H, L.wqkv, T, GM_STORE, QKV, CD, "p.gdn.qkv_gemm");
+            launch_gemm(b, b->Xb, H, L.wz, T, GM_STORE, Z, VD, "p.gdn.z_gemm");
+            launch_gemm(b, b->Xb, H, L.wb, T, GM_STORE, Bv, HV, "p.gdn.b_gemm");
+            launch_gemm(b, b->Xb, H, L.wa, T, GM_STORE, Av, HV, "p.gdn.a_gemm");
+            float *ring = s->ring + (size_t)L.gdn_idx * 4 * CD;
+            prof_begin(b);
+            k_gdn_conv<<<dim3((CD + 255) / 256, T), 256, 0, b->st>>>(QKV, CD, QKVc, L.conv, ring, s->d_pos, T, CD);
+            k_gdn_ring<<<(CD + 255) / 256, 256, 0, b->st>>>(QKV, CD, ring, s->d_pos, T, CD);
+            prof_end(b, "p.gdn.conv", 0, 0);
+            gdn_args g = {QKVc, Bv, Av, HV, L.conv, ring, s->S + (size_t)L.gdn_idx * HV * DK * DV, L.dt_bias, L.ssm_a,
+                          O, s->d_pos, T, HK, HV, DV, hp.gdn_v_tiled};
+            dim3 gg(HV, DV / 32);
+            prof_begin(b);
+            if (DK == 128) k_gdn_step<128, false><<<gg, 128, 0, b->st>>>(g);
+            else if (DK == 64) k_gdn_step<64, false><<<gg, 128, 0, b->st>>>(g);
+            else k_gdn_step<32, false><<<gg, 128, 0, b->st>>>(g);
+            prof_end(b, "p.gdn.scan", 0, 6.0 * T * HV * DK * DV);
+            prof_begin(b);
+            k_gated_norm_rows<<<dim3(T, HV), 32, 0, b->st>>>(O, Z, VD, L.gdn_norm, b->Ob, HV, DV, eps);
+            prof_end(b, "p.gdn.norm", 0, 0);
+            launch_gemm(b, b->Ob, VD, L.wout, T, GM_ADD, b->X, H, "p.gdn.out_gemm");
+        }
+        /* MoE */
+        prof_begin(b);
+        k_rmsnorm_rows<<<T, 256, 0, b->st>>>(b->X, L.ffn_norm, b->Xb, H, eps);
+        prof_end(b, "p.rmsnorm", 0, 0);
+        launch_gemm(b, b->Xb, H, L.router, T, GM_STORE, b->RL, E + 1, "p.moe.router_gemm");
+        if (FS) launch_gemm(b, b->Xb, H, L.shgate, T, GM_STORE, b->RL + E, E + 1, "p.moe.router_gemm");
+        int n = T * K;
+        prof_begin(b);
+        k_topk_rows<<<T, 32, 0, b->st>>>(b->RL, E + 1, E, K, b->ids, b->wts);
+        cudaMemsetAsync(b->cnt, 0, (size_t)E * 4, b->st);
+        k_moe_count<<<(n + 255) / 256, 256, 0, b->st>>>(b->ids, n, b->cnt);
+        k_moe_tiles<<<1, 1, 0, b->st>>>(b->cnt, E, GM_BM, b->cursor, b->tile_e, b->tile_m0, b->tile_mn, b->n_tiles);
+        k_moe_scatter<<<(n + 255) / 256, 256, 0, b->st>>>(b->ids, n, b->cursor, b->perm);
+        prof_end(b, "p.moe.route", 0, 0);
+        int max_tiles = (n + GM_BM - 1) / GM_BM + E;
+        gemm_args ga = {};
+        ga.A = b->Xb; ga.lda = H; ga.a_map = b->perm; ga.a_div = K; ga.W = L.egate; ga.N = FF; ga.K = H; ga.M = n;
+        ga.tile_e = b->tile_e; ga.tile_m0 = b->tile_m0; ga.tile_mn = b->tile_mn; ga.n_tiles = b->n_tiles;
+        ga.w_rows_per_e = FF; ga.mode = GM_STORE; ga.C = b->Gb; ga.ldc = FF;
+        double fe = 2.0 * n * FF * H;
+        prof_begin(b);
+        k_gemm<<<dim3((FF + GM_BN - 1) / GM_BN, max_tiles), 256, 0, b->st>>>(ga);
+        prof_end(b, "p.moe.gate_gemm", 0, fe);
+        ga.W = L.eup; ga.mode = GM_SWIGLU; ga.G = b->Gb; ga.ldg = FF; ga.H = b->Hb; ga.ldh = FF;
+        prof_begin(b);
+        k_gemm<<<dim3((FF + GM_BN - 1) / GM_BN, max_tiles), 256, 0, b->st>>>(ga);
+        prof_end(b, "p.moe.up_gemm", 0, fe);
+        gemm_args gd = ga;
+        gd.A = b->Hb; gd.lda = FF; gd.a_map = NULL; gd.W = L.edown; gd.N = H; gd.K = FF; gd.w_rows_per_e = H;
+        gd.mode = GM_SCATTER_ADD; gd.C = b->X; gd.ldc = H; gd.c_map = b->perm; gd.c_div = K; gd.c_w = b->wts;
+        prof_begin(b);
+        k_gemm<<<dim3((H + GM_BN - 1) / GM_BN, max_tiles), 256, 0, b->st>>>(gd);
+        prof_end(b, "p.moe.down_gemm", 0, fe);
+        if (FS) {
+            launch_gemm(b, b->Xb, H, L.sgate, T, GM_STORE, b->Gb, FS, "p.moe.shared_gemm");
+            launch_gemm(b, b->Xb, H, L.sup, T, GM_SWIGLU, NULL, 0, "p.moe.shared_gemm", b->Gb, b->Hs);
+            launch_gemm(b, b->Hs, FS, L.sdown, T, GM_ADD_GATED, b->X, H, "p.moe.shared_gemm", NULL, NULL, b->RL + E, E + 1);
+        }
+    }
+    if (want_last_logits) {
+        gemv_args f = gemv_make(PRO_RMSNORM, b->X + (size_t)(T - 1) * H, H, b->out_norm, eps);
+        gemv_add(f, b->lm_head, b->logits, EPI_STORE);
+        f.argmax = b->d_argmax;
+        launch_gemv(b, f, "p.lm_head_gemv");
+        prof_begin(b);
+        k_finish<<<1, 1, 0, b->st>>>(b->d_argmax, b->d_tok, s->d_pos, NULL, b->d_gen_n, T);
+        prof_end(b, "p.finish", 0, 0);
+    } else {
+        k_pos_add<<<1, 1, 0, b->st>>>(s->d_pos, T);
+    }
+}
+
+/* Logits of every row of the chunk (tests): lm_head GEMV per row, copied to host. */
+static ll_status chunk_all_logits(cu_backend *b, int T, float *dst) {
+    const qwen_hparams &hp = b->hp;
+    for (int t = 0; t < T; t++) {
+        gemv_args f = gemv_make(PRO_RMSNORM, b->X + (size_t)t * hp.n_embd, hp.n_embd, b->out_norm, hp.rms_eps);
+        gemv_add(f, b->lm_head, b->logits, EPI_STORE);
+        launch_gemv(b, f, "p.lm_head_gemv");
+        CU_TRY(cudaMemcpyAsync(dst + (size_t)t * hp.n_vocab, b->logits, (size_t)hp.n_vocab * 4, cudaMemcpyDeviceToHost, b->st));
+    }
+    return LL_OK;
+}
+
+/* ------------------------------------------------------------------ vtable */
+
+static cu_backend *CB(ll_backend *be) { return (cu_backend *)be; }
+
+static void cu_free(ll_backend *be) {
+    cu_backend *b = CB(be);
+    if (!b) return;
+    cudaSetDevice(b->dev);
+    if (b->st) cudaStreamSynchronize(b->st);
+    for (size_t i = 0; i < b->n_allocs; i++) cudaFree(b->allocs[i]);
+    ll_free(b->allocs);
+    if (b->h_tok) cudaFreeHost(b->h_tok);
+    if (b->h_tokens) cudaFreeHost(b->h_tokens);
+    for (int i = 0; i < 1024; i++)
+        if (b->prof.ev[i]) cudaEventDestroy(b->prof.ev[i]);
+    if (b->st) cudaStreamDestroy(b->st);
+    ll_free(b);
+}
+
+static void seq_destroy(cu_seq *s) {
+    if (!s) return;
+    if (s->graph) cudaGraphExecDestroy(s->graph);
+    cudaFree(s->d_pos);
+    cudaFree(s->kv);
+    cudaFree(s->S);
+    cudaFree(s->ring);
+    cudaFree(s->part_o);
+    cudaFree(s->part_ml);
+    ll_free(s);
+}
+
+static ll_status cu_seq_new(ll_backend *be, int32_t n_ctx, ll_seq **out) {
+    cu_backend *b = CB(be);
+    const qwen_hparams &hp = b->hp;
+    *out = NULL;
+    if (n_ctx <= 0) return ll_err(LL_ERR_INVALID, "cuda: seq_new: n_ctx %d", n_ctx);
+    cu_seq *s = (cu_seq *)ll_calloc(1, sizeof(cu_seq));
+    if (!s) return ll_err(LL_ERR_OOM, "cuda: out of host memory");
+    s->n_ctx = n_ctx;
+    s->CH = n_ctx <= 131072 ? 64 : 128; /* splits <= ATT_COMB_MAXS for n_ctx <= 262144 */
+    if ((n_ctx + s->CH - 1) / s->CH > ATT_COMB_MAXS) s->CH = (n_ctx + ATT_COMB_MAXS - 1) / ATT_COMB_MAXS;
+    s->max_splits = (n_ctx + s->CH - 1) / s->CH;
+    int CD = qwen_gdn_conv_dim(&hp);
+    size_t kvb = (size_t)b->n_attn * 2 * hp.n_head_kv * n_ctx * hp.head_dim * 2;
+    size_t Sb = (size_t)b->n_gdn * hp.gdn_n_v_heads * hp.gdn_k_dim * hp.gdn_v_dim * 4;
+    size_t rb = (size_t)b->n_gdn * 4 * CD * 4;
+    size_t pob = (size_t)s->max_splits * hp.n_head * hp.head_dim * 4, pmb = (size_t)s->max_splits * hp.n_head * 2 * 4;
+    cudaError_t e = cudaSetDevice(b->dev);
+    if (e == cudaSuccess) e = cudaMalloc(&s->d_pos, 16);
+    if (e == cudaSuccess) e = cudaMalloc(&s->kv, kvb ? kvb : 16);
+    if (e == cudaSuccess) e = cudaMalloc(&s->S, Sb ? Sb : 16);
+    if (e == cudaSuccess) e = cudaMalloc(&s->ring, rb ? rb : 16);
+    if (e == cudaSuccess) e = cudaMalloc(&s->part_o, pob);
+    if (e == cudaSuccess) e = cudaMalloc(&s->part_ml, pmb);
+    if (e != cudaSuccess) {
+        seq_destroy(s);
+        return ll_err(LL_ERR_OOM, "cuda: seq_new(n_ctx %d): %zu bytes of KV cache + state: %s", n_ctx, kvb + Sb + rb,
+                      cudaGetErrorString(e));
+    }
+    s->bytes = kvb + Sb + rb + pob + pmb;
+    size_t fr, tot;
+    if (cudaMemGetInfo(&fr, &tot) == cudaSuccess && tot - fr > b->mem_peak) b->mem_peak = tot - fr;
+    be->v->seq_reset(be, (ll_seq *)s);
+    *out = (ll_seq *)s;
+    return LL_OK;
+}
+
+static void cu_seq_free(ll_backend *be, ll_seq *sq) { seq_destroy((cu_seq *)sq); }
+
+static void cu_seq_reset(ll_backend *be, ll_seq *sq) {
+    cu_backend *b = CB(be);
+    cu_seq *s = (cu_seq *)sq;
+    const qwen_hparams &hp = b->hp;
+    s->pos = 0;
+    cudaMemsetAsync(s->d_pos, 0, 4, b->st);
+    cudaMemsetAsync(s->S, 0, (size_t)b->n_gdn * hp.gdn_n_v_heads * hp.gdn_k_dim * hp.gdn_v_dim * 4, b->st);
+    cudaMemsetAsync(s->ring, 0, (size_t)b->n_gdn * 4 * qwen_gdn_conv_dim(&hp) * 4, b->st);
+    cudaStreamSynchronize(b->st);
+}
+
+static int32_t cu_seq_pos(ll_backend *be, const ll_seq *sq) { return ((const cu_seq *)sq)->pos; }
+
+/* Snapshot: [int32 pos][int32 n_ctx] then per attention layer K and V of positions [0, pos) per kv
+ * head, then all GDN states and conv rings. */
+static size_t cu_seq_state_bytes(ll_backend *be, const ll_seq *sq) {
+    cu_backend *b = CB(be);
+    const cu_seq *s = (const cu_seq *)sq;
+    const qwen_hparams &hp = b->hp;
+    return 8 + (size_t)b->n_attn * 2 * hp.n_head_kv * s->pos * hp.head_dim * 2 +
+           (size_t)b->n_gdn * hp.gdn_n_v_heads * hp.gdn_k_dim * hp.gdn_v_dim * 4 +
+           (size_t)b->n_gdn * 4 * qwen_gdn_conv_dim(&hp) * 4;
+}
+
+static ll_status seq_copy(cu_backend *b, cu_seq *s, uint8_t *host, int pos, int to_host) {
+    const qwen_hparams &hp = b->hp;
+    size_t off = 8, row = (size_t)pos * hp.head_dim * 2;
+    for (int a = 0; a < b->n_attn * 2 * hp.n_head_kv; a++) {
+        uint8_t *dev = (uint8_t *)s->kv + (size_t)a * s->n_ctx * hp.head_dim * 2;
+        if (row) CU_TRY(cudaMemcpy(to_host ? host + off : dev, to_host ? dev : host + off, row,
+                                   to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice));
+        off += row;
+    }
+    size_t Sb = (size_t)b->n_gdn * hp.gdn_n_v_heads * hp.gdn_k_dim * hp.gdn_v_dim * 4;
+    size_t rb = (size_t)b->n_gdn * 4 * qwen_gdn_conv_dim(&hp) * 4;
+    if (Sb) CU_TRY(cudaMemcpy(to_host ? (void *)(host + off) : (void *)s->S, to_host ? (void *)s->S : (void *)(host + off), Sb,
+                              to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice));
+    off += Sb;
+    if (rb) CU_TRY(cudaMemcpy(to_host ? (void *)(host + off) : (void *)s->ring, to_host ? (void *)s->ring : (void *)(host + off),
+                              rb, to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice));
+    return LL_OK;
+}
+
+static ll_status cu_seq_save(ll_backend *be, const ll_seq *sq, void *dst, size_t cap) {
+    cu_backend *b = CB(be);
+    cu_seq *s = (cu_seq *)sq;
+    size_t need = cu_seq_state_bytes(be, sq);
+    if (cap < need) return ll_err(LL_ERR_OVERFLOW, "cuda: seq_save: buffer of %zu bytes, need %zu", cap, need);
+    CU_TRY(cudaStreamSynchronize(b->st));
+    int32_t hdr[2] = {s->pos, s->n_ctx};
+    memcpy(dst, hdr, 8);
+    return seq_copy(b, s, (uint8_t *)dst, s->pos, 1);
+}
+
+static ll_status cu_seq_load(ll_backend *be, ll_seq *sq, const void *src, size_t n) {
+    cu_backend *b = CB(be);
+    cu_seq *s = (cu_seq *)sq;
+    int32_t hdr[2];
+    if (n < 8) return ll_err(LL_ERR_FORMAT, "cuda: seq_load: %zu bytes, need a header of 8", n);
+    memcpy(hdr, src, 8);
+    if (hdr[0] < 0 || hdr[0] > s->n_ctx)
+        return ll_err(LL_ERR_OVERFLOW, "cuda: seq_load: snapshot at position %d does not fit n_ctx %d", hdr[0], s->n_ctx);
+    int save = s->pos;
+    s->pos = hdr[0];
+    size_t need = cu_seq_state_bytes(be, sq);
+    if (n != need) {
+        s->pos = save;
+        return ll_err(LL_ERR_FORMAT, "cuda: seq_load: %zu bytes, expected %zu for position %d", n, need, hdr[0]);
+    }
+    CU_TRY(cudaStreamSynchronize(b->st));
+    LL_TRY(seq_copy(b, s, (uint8_t *)src, s->pos, 0));
+    CU_TRY(cudaMemcpy(s->d_pos, &s->pos, 4, cudaMemcpyHostToDevice));
+    return LL_OK;
+}
+
+static ll_status check_launch(const char *what) {
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return ll_err(LL_ERR_DEVICE, "cuda: %s: %s", what, cudaGetErrorString(e));
+    return LL_OK;
+}
+
+static ll_status ensure_graph(cu_backend *b, cu_seq *s) {
+    if (s->graph) return LL_OK;
+    cudaGraph_t g;
+    CU_TRY(cudaStreamBeginCapture(b->st, cudaStreamCaptureModeThreadLocal));
+    decode_step(b, s, 1);
+    cudaError_t e = cudaStreamEndCapture(b->st, &g);
+    if (e != cudaSuccess) return ll_err(LL_ERR_DEVICE, "cuda: capturing the decode graph: %s", cudaGetErrorString(e));
+    e = cudaGraphInstantiate(&s->graph, g, 0);
+    cudaGraphDestroy(g);
+    if (e != cudaSuccess) { s->graph = NULL; return ll_err(LL_ERR_DEVICE, "cuda: instantiating the decode graph: %s", cudaGetErrorString(e)); }
+    return LL_OK;
+}
+
+static ll_status check_tokens(cu_backend *b, cu_seq *s, const int32_t *tokens, int32_t n) {
+    if (n < 1 || !tokens) return ll_err(LL_ERR_INVALID, "cuda: forward: %d tokens", n);
+    if ((int64_t)s->pos + n > s->n_ctx)
+        return ll_err(LL_ERR_OVERFLOW, "cuda: forward: position %d + %d tokens exceeds n_ctx %d", s->pos, n, s->n_ctx);
+    for (int32_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= b->hp.n_vocab)
+            return ll_err(LL_ERR_INVALID, "cuda: forward: token %d at index %d outside [0, %d)", tokens[i], i, b->hp.n_vocab);
+    return LL_OK;
+}
+
+static ll_status cu_forward(ll_backend *be, ll_seq *sq, const int32_t *tokens, int32_t n, ll_logits_mode mode, float *logits) {
+    cu_backend *b = CB(be);
+    cu_seq *s = (cu_seq *)sq;
+    LL_TRY(check_tokens(b, s, tokens, n));
+    if (mode != LL_LOGITS_NONE && !logits) return ll_err(LL_ERR_INVALID, "cuda: forward: logits buffer is NULL");
+    CU_TRY(cudaSetDevice(b->dev));
+    const int V = b->hp.n_vocab;
+    if (n == 1) {
+        LL_TRY(ensure_graph(b, s));
+        *b->h_tok = tokens[0];
+        CU_TRY(cudaMemcpyAsync(b->d_tok, b->h_tok, 4, cudaMemcpyHostToDevice, b->st));
+        CU_TRY(cudaGraphLaunch(s->graph, b->st));
+        if (mode != LL_LOGITS_NONE) CU_TRY(cudaMemcpyAsync(logits, b->logits, (size_t)V * 4, cudaMemcpyDeviceToHost, b->st));
+        CU_TRY(cudaStreamSynchronize(b->st));
+        s->pos += 1;
+        return LL_OK;
+    }
+    for (int32_t c0 = 0; c0 < n; c0 += b->TB) {
+        int T = n - c0 < b->TB ? n - c0 : b->TB;
+        int last = c0 + T == n;
+        CU_TRY(cudaStreamSynchronize(b->st)); /* h_tokens is reused */
+        memcpy(b->h_tokens, tokens + c0, (size_t)T * 4);
+        CU_TRY(cudaMemcpyAsync(b->d_tokens, b->h_tokens, (size_t)T * 4, cudaMemcpyHostToDevice, b->st));
+        prefill_chunk(b, s, T, last);
+        LL_TRY(check_launch("prefill"));
+        if (mode == LL_LOGITS_ALL) LL_TRY(chunk_all_logits(b, T, logits + (size_t)c0 * V));
+        s->pos += T;
+    }
+    if (mode == LL_LOGITS_LAST) CU_TRY(cudaMemcpyAsync(logits, b->logits, (size_t)V * 4, cudaMemcpyDeviceToHost, b->st));
+    CU_TRY(cudaStreamSynchronize(b->st));
+    return LL_OK;
+}
+
+static const ll_backend_vtbl cu_vtbl = {
+    "cuda", cu_free, cu_seq_new, cu_seq_free, cu_seq_reset, cu_seq_pos, cu_seq_state_bytes, cu_seq_save, cu_seq_load, cu_forward,
+};
+
+/* ------------------------------------------------------------------ creation */
+
+static ll_status alloc_scratch(cu_backend *b) {
+    const qwen_hparams &hp = b->hp;
+    int H = hp.n_embd, V = hp.n_vocab, E = hp.n_expert, K = hp.n_expert_used;
+    int CD = qwen_gdn_conv_dim(&hp), VD = qwen_gdn_v_dim(&hp), HV = hp.gdn_n_v_heads;
+    int QW = hp.n_head * 2 * hp.head_dim, KW = hp.n_head_kv * hp.head_dim, AW = hp.n_head * hp.head_dim;
+    int kf = K * hp.n_ff_exp + hp.n_ff_shexp;
+    DALLOC(b, b->x, (size_t)H * 4);
+    DALLOC(b, b->qkv, (size_t)CD * 4);
+    DALLOC(b, b->z, (size_t)VD * 4);
+    DALLOC(b, b->ab, (size_t)2 * HV * 4);
+    DALLOC(b, b->o, (size_t)VD * 4);
+    DALLOC(b, b->qg, (size_t)QW * 4);
+    DALLOC(b, b->kb, (size_t)KW * 4);
+    DALLOC(b, b->vb, (size_t)KW * 4);
+    DALLOC(b, b->q, (size_t)AW * 4);
+    DALLOC(b, b->att, (size_t)AW * 4);
+    DALLOC(b, b->rl, (size_t)(E + 1) * 4);
+    DALLOC(b, b->h, (size_t)kf * 4);
+    DALLOC(b, b->logits, (size_t)V * 4);
+    DALLOC(b, b->d_tok, 16);
+    DALLOC(b, b->d_gen, (size_t)GEN_CAP * 4);
+    DALLOC(b, b->d_gen_n, 16);
+    DALLOC(b, b->d_argmax, 16);
+    CU_TRY(cudaMemset(b->d_argmax, 0, 8));
+    CU_TRY(cudaMemset(b->d_gen_n, 0, 4));
+    CU_TRY(cudaMemset(b->d_tok, 0, 4));
+    CU_TRY(cudaMallocHost(&b->h_tok, 16));
+    int T = b->TB;
+    size_t pw = (size_t)LL_MAX(LL_MAX(CD, QW), LL_MAX(VD, H));
+    CU_TRY(cudaMallocHost(&b->h_tokens, (size_t)T * 4));
+    DALLOC(b, b->d_tokens, (size_t)T * 4);
+    DALLOC(b, b->X, (size_t)T * H * 4);
+    DALLOC(b, b->P1, (size_t)T * pw * 4);
+    DALLOC(b, b->P2, (size_t)T * pw * 4);
+    DALLOC(b, b->P3, (size_t)T * pw * 4);
+    DALLOC(b, b->P4, (size_t)T * pw * 4);
+    DALLOC(b, b->RL, (size_t)T * LL_MAX(E + 1, 2 * HV) * 4);
+    DALLOC(b, b->wts, (size_t)T * K * 4);
+    DALLOC(b, b->Gb, (size_t)T * K * LL_MAX(hp.n_ff_exp, hp.n_ff_shexp) * 4);
+    DALLOC(b, b->Xb, (size_t)T * H * 2);
+    DALLOC(b, b->Ob, (size_t)T * LL_MAX(VD, AW) * 2);
+    DALLOC(b, b->Qb, (size_t)T * AW * 2);
+    DALLOC(b, b->Hb, (size_t)T * K * hp.n_ff_exp * 2);
+    DALLOC(b, b->Hs, (size_t)T * LL_MAX(hp.n_ff_shexp, 1) * 2);
+    DALLOC(b, b->ids, (size_t)T * K * 4);
+    DALLOC(b, b->cnt, (size_t)E * 4);
+    DALLOC(b, b->cursor, (size_t)E * 4);
+    DALLOC(b, b->perm, (size_t)T * K * 4);
+    int mt = (T * K + GM_BM - 1) / GM_BM + E;
+    DALLOC(b, b->tile_e, (size_t)mt * 4);
+    DALLOC(b, b->tile_m0, (size_t)mt * 4);
+    DALLOC(b, b->tile_mn, (size_t)mt * 4);
+    DALLOC(b, b->n_tiles, 16);
+    return LL_OK;
+}
+
+static ll_status check_hparams(const qwen_hparams &hp) {
+    int DK = hp.gdn_k_dim, DV = hp.gdn_v_dim, HD = hp.head_dim;
+    if (hp.n_layer > QWEN_MAX_LAYERS || hp.n_layer <= 0) return ll_err(LL_ERR_UNSUPPORTED, "cuda: n_layer %d", hp.n_layer);
+    if (DK != 32 && DK != 64 && DK != 128) return ll_err(LL_ERR_UNSUPPORTED, "cuda: GDN key dim %d (supported: 32, 64, 128)", DK);
+    if (DV % 32) return ll_err(LL_ERR_UNSUPPORTED, "cuda: GDN value dim %d not a multiple of 32", DV);
+    if (HD != 64 && HD != 128 && HD != 256) return ll_err(LL_ERR_UNSUPPORTED, "cuda: head_dim %d (supported: 64, 128, 256)", HD);
+    if (hp.n_head % hp.n_head_kv || hp.n_head / hp.n_head_kv > ATT_MAX_G)
+        return ll_err(LL_ERR_UNSUPPORTED, "cuda: %d query heads per kv head (max %d)", hp.n_head / hp.n_head_kv, ATT_MAX_G);
+    if (hp.n_expert_used > QK_MAX_TOPK || hp.n_expert > 1024)
+        return ll_err(LL_ERR_UNSUPPORTED, "cuda: %d experts, top-%d (max 1024, 16)", hp.n_expert, hp.n_expert_used);
+    if (hp.n_embd % 32 || hp.n_ff_exp % 32 || hp.n_ff_shexp % 32 || hp.n_rot > HD || hp.n_rot % 2)
+        return ll_err(LL_ERR_UNSUPPORTED, "cuda: hidden %d / expert ff %d / shared ff %d / n_rot %d", hp.n_embd, hp.n_ff_exp,
+                      hp.n_ff_shexp, hp.n_rot);
+    return LL_OK;
+}
+
+static ll_status cu_init(cu_backend *b) {
+    const qwen_model *m = b->m;
+    const qwen_hparams &hp = b->hp;
+    uint64_t seed = 0;
+    int lazy = qwen_model_synthetic_lazy(m, &seed);
+    CU_TRY(cudaSetDevice(b->dev));
+    cudaDeviceProp prop;
+    CU_TRY(cudaGetDeviceProperties(&prop, b->dev));
+    b->nsm = prop.multiProcessorCount;
+    snprintf(b->devname, sizeof(b->devname), "%s", prop.name);
+    CU_TRY(cudaStreamCreateWithFlags(&b->st, cudaStreamNonBlocking));
+    CU_TRY(cudaFuncSetAttribute(k_flash_prefill<256>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)flash_smem_bytes<256>()));
+    CU_TRY(cudaFuncSetAttribute(k_flash_prefill<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)flash_smem_bytes<128>()));
+    CU_TRY(cudaFuncSetAttribute(k_flash_prefill<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)flash_smem_bytes<64>()));
+    CU_TRY(cudaFuncSetAttribute(k_gemv, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024));
+    CU_TRY(cudaFuncSetAttribute(k_moe_down, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024));
+    LL_TRY(upload_mat(b, &m->tok_embd, 1, lazy, seed, &b->tok_embd));
+    LL_TRY(upload_mat(b, &m->lm_head, 1, lazy, seed, &b->lm_head));
+    double lm_bytes = b->weight_bytes - gmat_bytes(b->tok_embd);
+    LL_TRY(upload_f32(b, m->out_norm, hp.n_embd, &b->out_norm, "output_norm"));
+    float inv[256];
+    for (int i = 0; i < hp.n_rot / 2; i++) inv[i] = (float)pow((double)hp.rope_theta, -2.0 * i / hp.n_rot);
+    LL_TRY(upload_f32(b, inv, (size_t)LL_MAX(hp.n_rot / 2, 1), &b->inv_freq, "inv_freq"));
+    int H = hp.n_embd, E = hp.n_expert, HV = hp.gdn_n_v_heads;
+    double per_tok = lm_bytes;
+    for (int l = 0; l < hp.n_layer; l++) {
+        const qwen_layer *ly = &m->layers[l];
+        dlayer *d = &b->L[l];
+        double before = b->weight_bytes;
+        LL_TRY(upload_f32(b, ly->attn_norm, H, &d->attn_norm, "attn_norm"));
+        LL_TRY(upload_f32(b, ly->ffn_norm, H, &d->ffn_norm, "ffn_norm"));
+        if (hp.is_attn[l]) {
+            d->attn_idx = b->n_attn++;
+            LL_TRY(upload_mat(b, &ly->wq, 1, lazy, seed, &d->wq));
+            LL_TRY(upload_mat(b, &ly->wk, 1, lazy, seed, &d->wk));
+            LL_TRY(upload_mat(b, &ly->wv, 1, lazy, seed, &d->wv));
+            LL_TRY(upload_mat(b, &ly->wo, 1, lazy, seed, &d->wo));
+            LL_TRY(upload_f32(b, ly->q_norm, hp.head_dim, &d->q_norm, "q_norm"));
+            LL_TRY(upload_f32(b, ly->k_norm, hp.head_dim, &d->k_norm, "k_norm"));
+        } else {
+            d->gdn_idx = b->n_gdn++;
+            LL_TRY(upload_mat(b, &ly->wqkv, 1, lazy, seed, &d->wqkv));
+            LL_TRY(upload_mat(b, &ly->wz, 1, lazy, seed, &d->wz));
+            LL_TRY(upload_mat(b, &ly->wb, 1, lazy, seed, &d->wb));
+            LL_TRY(upload_mat(b, &ly->wa, 1, lazy, seed, &d->wa));
+            LL_TRY(upload_mat(b, &ly->wout, 1, lazy, seed, &d->wout));
+            LL_TRY(upload_f32(b, ly->conv, (size_t)qwen_gdn_conv_dim(&hp) * hp.gdn_conv_k, &d->conv, "conv1d"));
+            LL_TRY(upload_f32(b, ly->dt_bias, HV, &d->dt_bias, "dt_bias"));
+            LL_TRY(upload_f32(b, ly->ssm_a, HV, &d->ssm_a, "ssm_a"));
+            LL_TRY(upload_f32(b, ly->gdn_norm, hp.gdn_v_dim, &d->gdn_norm, "ssm_norm"));
+        }
+        LL_TRY(upload_mat(b, &ly->router, 1, lazy, seed, &d->router));
+        if (hp.n_ff_shexp) {
+            LL_TRY(upload_mat(b, &ly->sh_gate_inp, 1, lazy, seed, &d->shgate));
+            LL_TRY(upload_mat(b, &ly->sh_gate, 1, lazy, seed, &d->sgate));
+            LL_TRY(upload_mat(b, &ly->sh_up, 1, lazy, seed, &d->sup));
+            LL_TRY(upload_mat(b, &ly->sh_down, 1, lazy, seed, &d->sdown));
+        }
+        double dense = b->weight_bytes - before;
+        LL_TRY(upload_mat(b, ly->exp_gate, E, lazy, seed, &d->egate));
+        LL_TRY(upload_mat(b, ly->exp_up, E, lazy, seed, &d->eup));
+        LL_TRY(upload_mat(b, ly->exp_down, E, lazy, seed, &d->edown));
+        per_tok += dense + (gmat_bytes(d->egate) + gmat_bytes(d->eup) + gmat_bytes(d->edown)) / E * hp.n_expert_used;
+    }
+    b->decode_bytes = per_tok;
+    if (check_hparams(hp) != LL_OK) return LL_ERR_UNSUPPORTED;
+    LL_TRY(alloc_scratch(b));
+    for (int i = 0; i < 1024; i++) CU_TRY(cudaEventCreate(&b->prof.ev[i]));
+    CU_TRY(cudaDeviceSynchronize());
+    return LL_OK;
+}
+
+extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_params *params, ll_backend **out) {
+    *out = NULL;
+    if (!model) return ll_err(LL_ERR_INVALID, "cuda: no model");
+    LL_TRY(check_hparams(model->hp));
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) return ll_err(LL_ERR_DEVICE, "cuda: no CUDA device");
+    cu_backend *b = (cu_backend *)ll_calloc(1, sizeof(cu_backend));
+    if (!b) return ll_err(LL_ERR_OOM, "cuda: out of host memory");
+    b->base.v = &cu_vtbl;
+    b->base.model = model;
+    if (params) b->base.params = *params;
+    b->m = model;
+    b->hp = model->hp;
+    b->dev = params ? params->device : 0;
+    if (b->dev < 0 || b->dev >= n) { ll_free(b); return ll_err(LL_ERR_INVALID, "cuda: device %d of %d", b->dev, n); }
+    b->TB = params && params->max_batch > 0 ? params->max_batch : 2048;
+    b->no_prefetch = getenv("LILAC_CUDA_NO_PREFETCH") && atoi(getenv("LILAC_CUDA_NO_PREFETCH"));
+    ll_status st = cu_init(b);
+    if (st != LL_OK) {
+        char msg[1024];
+        snprintf(msg, sizeof(msg), "%s", ll_errmsg());
+        cu_free(&b->base);
+        return ll_err(st, "%s", msg);
+    }
+    *out = &b->base;
+    return LL_OK;
+}
+
+extern "C" int cuda_device_count(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) return 0;
+    return n;
+}
+
+/* ------------------------------------------------------------------ extensions */
+
+extern "C" ll_status cuda_backend_info(ll_backend *be, cuda_info *out) {
+    cu_backend *b = CB(be);
+    memset(out, 0, sizeof(*out));
+    snprintf(out->device, sizeof(out->device), "%s", b->devname);
+    out->n_sm = b->nsm;
+    out->weight_bytes = b->weight_bytes;
+    out->decode_bytes_per_token = b->decode_bytes;
+    size_t fr, tot;
+    if (cudaMemGetInfo(&fr, &tot) == cudaSuccess && tot - fr > b->mem_peak) b->mem_peak = tot - fr;
+    out->mem_peak_bytes = (double)b->mem_peak;
+    out->mem_backend_bytes = (double)b->alloc_bytes;
+    return LL_OK;
+}
+
+extern "C" ll_status cuda_backend_generate(ll_backend *be, ll_seq *sq, int32_t first_token, int32_t n, int32_t *out_tokens) {
+    cu_backend *b = CB(be);
+    cu_seq *s = (cu_seq *)sq;
+    if (n < 0 || n > GEN_CAP) return ll_err(LL_ERR_INVALID, "cuda: generate: n = %d (max %d)", n, GEN_CAP);
+    if ((int64_t)s->pos + n > s->n_ctx) return ll_err(LL_ERR_OVERFLOW, "cuda: generate: position %d + %d exceeds n_ctx %d", s->pos, n, s->n_ctx);
+    if (first_token >= b->hp.n_vocab) return ll_err(LL_ERR_INVALID, "cuda: generate: token %d", first_token);
+    CU_TRY(cudaSetDevice(b->dev));
+    LL_TRY(ensure_graph(b, s));
+    if (first_token >= 0) {
+        *b->h_tok = first_token;
+        CU_TRY(cudaMemcpyAsync(b->d_tok, b->h_tok, 4, cudaMemcpyHostToDevice, b->st));
+    }
+    CU_TRY(cudaMemsetAsync(b->d_gen_n, 0, 4, b->st));
+    for (int32_t i = 0; i < n; i++) CU_TRY(cudaGraphLaunch(s->graph, b->st));
+    if (out_tokens && n) CU_TRY(cudaMemcpyAsync(out_tokens, b->d_gen, (size_t)n * 4, cudaMemcpyDeviceToHost, b->st));
+    CU_TRY(cudaStreamSynchronize(b->st));
+    s->pos += n;
+    return LL_OK;
+}
+
+extern "C" ll_status cuda_backend_profile(ll_backend *be, ll_seq *sq, const int32_t *tokens, int32_t n, cuda_kernel_time *out,
+                                          int cap, int *n_out) {
+    cu_backend *b = CB(be);
+    cu_seq *s = (cu_seq *)sq;
+    *n_out = 0;
+    LL_TRY(check_tokens(b, s, tokens, n));
+    if (n > b->TB) return ll_err(LL_ERR_INVALID, "cuda: profile: %d tokens > chunk %d", n, b->TB);
+    CU_TRY(cudaSetDevice(b->dev));
+    CU_TRY(cudaStreamSynchronize(b->st));
+    b->prof.on = 1;
+    b->prof.n = 0;
+    if (n == 1) {
+        *b->h_tok = tokens[0];
+        CU_TRY(cudaMemcpyAsync(b->d_tok, b->h_tok, 4, cudaMemcpyHostToDevice, b->st));
+        decode_step(b, s, 0);
+    } else {
+        memcpy(b->h_tokens, tokens, (size_t)n * 4);
+        CU_TRY(cudaMemcpyAsync(b->d_tokens, b->h_tokens, (size_t)n * 4, cudaMemcpyHostToDevice, b->st));
+        prefill_chunk(b, s, n, 1);
+    }
+    b->prof.on = 0;
+    LL_TRY(check_launch("profile"));
+    CU_TRY(cudaStreamSynchronize(b->st));
+    s->pos += n;
+    int k = 0;
+    for (int i = 0; i < b->prof.n; i++) {
+        float ms = 0;
+        CU_TRY(cudaEventElapsedTime(&ms, b->prof.ev[2 * i], b->prof.ev[2 * i + 1]));
+        int j = 0;
+        while (j < k && strcmp(out[j].name, b->prof.name[i])) j++;
+        if (j == k) {
+            if (k == cap) continue;
+            memset(&out[k], 0, sizeof(out[k]));
+            snprintf(out[k].name, sizeof(out[k].name), "%s", b->prof.name[i]);
+            k++;
+        }
+        out[j].calls++;
+        out[j].ms += ms;
+        out[j].bytes += b->prof.bytes[i];
+        out[j].flops += b->prof.flops[i];
+    }
+    *n_out = k;
+    return LL_OK;
+}
+
+extern "C" ll_status cuda_measure_read_bw(int device, size_t bytes, double *gbps) {
+    *gbps = 0;
+    CU_TRY(cudaSetDevice(device));
+    uint4 *buf = NULL;
+    unsigned int *sink = NULL;
+    CU_TRY(cudaMalloc(&buf, bytes));
+    cudaError_t e = cudaMalloc(&sink, 4);
+    if (e == cudaSuccess) e = cudaMemset(buf, 1, bytes);
+    cudaEvent_t a, z;
+    cudaEventCreate(&a);
+    cudaEventCreate(&z);
+    int nsm = 132;
+    cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, device);
+    long n = (long)(bytes / 16);
+    float best = 1e30f;
+    for (int it = 0; it < 6 && e == cudaSuccess; it++) {
+        cudaEventRecord(a);
+        k_bw_read<<<nsm * 8, 512>>>(buf, n, sink);
+        cudaEventRecord(z);
+        e = cudaEventSynchronize(z);
+        float ms;
+        cudaEventElapsedTime(&ms, a, z);
+        if (it > 0 && ms < best) best = ms;
+    }
+    cudaEventDestroy(a);
+    cudaEventDestroy(z);
+    cudaFree(buf);
+    cudaFree(sink);
+    if (e != cudaSuccess) return ll_err(LL_ERR_DEVICE, "cuda: bandwidth probe: %s", cudaGetErrorString(e));
+    *gbps = (double)bytes / (best * 1e-3) / 1e9;
+    return LL_OK;
+}

@@ -1,0 +1,53 @@
+/*
+ * cuda_backend.h — CUDA-only extensions of the backend interface, for `lilac bench` and the GPU
+ * tests. The backend itself is created with cuda_backend_new (backend.h) and used through its
+ * vtable; these calls take an ll_backend that cuda_backend_new returned.
+ */
+#ifndef LILAC_CUDA_BACKEND_H
+#define LILAC_CUDA_BACKEND_H
+
+#include "../backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cuda_info {
+    char device[256];
+    int n_sm;
+    double weight_bytes;          /* device bytes of all weights */
+    double decode_bytes_per_token;/* weight bytes one decode step reads (8 routed experts/layer, no embedding table) */
+    double mem_peak_bytes;        /* most device memory in use by this process so far (cudaMemGetInfo, sampled) */
+    double mem_backend_bytes;     /* bytes this backend allocated (weights + scratch + sequences) */
+} cuda_info;
+
+typedef struct cuda_kernel_time {
+    char name[40];
+    int calls;
+    double ms;                    /* total over calls */
+    double bytes;                 /* bytes moved (weights + the main activations), estimated */
+    double flops;
+} cuda_kernel_time;
+
+ll_status cuda_backend_info(ll_backend *be, cuda_info *out);
+
+/* Greedy decode of n tokens entirely on the device (CUDA graph per step, the next token never
+ * leaves the GPU): token t+1 = argmax of the logits after token t. first_token >= 0 is fed first;
+ * first_token < 0 continues from the argmax the last forward left on the device. out_tokens[n]
+ * (may be NULL) receives the n generated tokens. */
+ll_status cuda_backend_generate(ll_backend *be, ll_seq *s, int32_t first_token, int32_t n, int32_t *out_tokens);
+
+/* Runs one decode step (token `tok`) or one prefill chunk of n tokens (n > 1) un-graphed with a
+ * CUDA event pair around every kernel; fills up to cap per-kernel entries (summed by name). The
+ * sequence advances as in forward(). */
+ll_status cuda_backend_profile(ll_backend *be, ll_seq *s, const int32_t *tokens, int32_t n, cuda_kernel_time *out,
+                               int cap, int *n_out);
+
+/* Device read bandwidth measured in this process (GB/s, 1e9), streaming `bytes` (e.g. 4 GiB). */
+ll_status cuda_measure_read_bw(int device, size_t bytes, double *gbps);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,336 @@
+/*
+ * k_attn.cuh — gated full-attention kernels.
+ *
+ *   k_attn_prep: per token, q/k RMSNorm (+1 baked gains) and partial NeoX RoPE (pairs i, i+n_rot/2),
+ *     q scaled by 1/sqrt(HD); K (after norm+RoPE) and V (raw) appended to the bf16 cache at
+ *     position pos+t. grid (NH + 2*NKV, T), block HD.
+ *   k_attn_decode: split-K decode with GQA packing: block (kv head, split of CH positions) loads the
+ *     G = NH/NKV query heads that share the kv head, so each K/V row is read once. Partial results
+ *     (o, running max m, sum l) per split; blocks past the current length exit at once, so the
+ *     launch shape is fixed per sequence (graph-capturable). grid (NKV, max_splits), block 256.
+ *   k_attn_combine: merges the splits and applies the output gate sigmoid(gate). grid NH, block 1024.
+ *   k_flash_prefill: causal flash attention over the chunk with bf16 tensor cores (WMMA): block =
+ *     (64 queries, head); S = Q K^T and O += P V on tensor cores, online softmax in fp32, O in shared
+ *     memory. grid (ceil(T/64), NH), block 256.
+ * KV cache layout: [NKV][n_ctx][HD] bf16.
+ */
+#ifndef LILAC_K_ATTN_CUH
+#define LILAC_K_ATTN_CUH
+
+#include <mma.h>
+
+#include "cu_common.cuh"
+
+#define ATT_MAX_G 16
+
+/* Block-wide sum (red: 32 floats); every thread gets the total. */
+__device__ __forceinline__ float block_sum_f(float v, float *red) {
+    v = warp_sum(v);
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float t = 0.0f;
+    for (int i = 0; i < (int)(blockDim.x >> 5); i++) t += red[i];
+    return t;
+}
+
+struct attn_prep_args {
+    const float *qg; int ldqg;    /* [T][NH*2*HD] per head: q (HD) then gate (HD) */
+    const float *k; int ldk;      /* [T][NKV*HD] */
+    const float *v; int ldv;      /* [T][NKV*HD] */
+    const float *q_norm, *k_norm; /* [HD] */
+    const float *inv_freq;        /* [n_rot/2] */
+    float *q_out;                 /* [T][NH*HD] fp32 (or NULL) */
+    __nv_bfloat16 *qb_out;        /* [T][NH*HD] bf16 (or NULL) */
+    __nv_bfloat16 *kc, *vc;       /* [NKV][n_ctx][HD] */
+    const int *pos;
+    int NH, NKV, HD, n_rot, n_ctx;
+    float eps;
+};
+
+__global__ void k_attn_prep(const attn_prep_args a) {
+    __shared__ float xs[256];
+    __shared__ float red[32];
+    int hb = blockIdx.x, t = blockIdx.y, d = threadIdx.x, HD = a.HD;
+    int p = *a.pos + t;
+    int kind = hb < a.NH ? 0 : (hb < a.NH + a.NKV ? 1 : 2);
+    if (kind == 2) {
+        int kvh = hb - a.NH - a.NKV;
+        a.vc[((long)kvh * a.n_ctx + p) * HD + d] = __float2bfloat16(a.v[(long)t * a.ldv + kvh * HD + d]);
+        return;
+    }
+    float x = kind == 0 ? a.qg[(long)t * a.ldqg + hb * 2 * HD + d] : a.k[(long)t * a.ldk + (hb - a.NH) * HD + d];
+    float ss = warp_sum(x * x);
+    if ((d & 31) == 0) red[d >> 5] = ss;
+    __syncthreads();
+    float tot = 0.0f;
+    for (int i = 0; i < HD / 32; i++) tot += red[i];
+    x = x * rsqrtf(tot / (float)HD + a.eps) * (kind == 0 ? a.q_norm[d] : a.k_norm[d]);
+    xs[d] = x;
+    __syncthreads();
+    int half = a.n_rot / 2;
+    if (d < a.n_rot) {
+        int i = d < half ? d : d - half;
+        float sn, cs;
+        sincosf((float)p * a.inv_freq[i], &sn, &cs);
+        x = d < half ? xs[d] * cs - xs[d + half] * sn : xs[d] * cs + xs[d - half] * sn;
+    }
+    if (kind == 0) {
+        x *= rsqrtf((float)HD);
+        if (a.q_out) a.q_out[(long)t * a.NH * HD + hb * HD + d] = x;
+        if (a.qb_out) a.qb_out[(long)t * a.NH * HD + hb * HD + d] = __float2bfloat16(x);
+    } else {
+        a.kc[((long)(hb - a.NH) * a.n_ctx + p) * HD + d] = __float2bfloat16(x);
+    }
+}
+
+struct attn_dec_args {
+    const float *q;               /* [NH*HD] (scaled) */
+    const __nv_bfloat16 *kc, *vc; /* [NKV][n_ctx][HD] */
+    float *part_o;                /* [max_splits][NH][HD] */
+    float *part_ml;               /* [max_splits][NH][2] */
+    const float *qg;              /* [NH*2*HD] (gate part used by combine) */
+    float *out;                   /* [NH*HD] gated attention output */
+    const int *pos;               /* the current token's position (keys 0..pos) */
+    int NH, NKV, HD, n_ctx, CH;
+};
+
+__global__ void __launch_bounds__(256) k_attn_decode(const attn_dec_args a) {
+    extern __shared__ __align__(16) float smf[];
+    int G = a.NH / a.NKV, HD = a.HD, CH = a.CH;
+    float *qsm = smf;              /* [G][HD] */
+    float *sc = smf + G * HD;      /* [G][CH] */
+    __shared__ float mrow[ATT_MAX_G], lrow[ATT_MAX_G];
+    int kvh = blockIdx.x, split = blockIdx.y;
+    int n = *a.pos + 1, start = split * CH;
+    if (start >= n) return;
+    int cnt = min(CH, n - start);
+    int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    for (int i = threadIdx.x; i < G * HD; i += blockDim.x) qsm[i] = a.q[(long)kvh * G * HD + i];
+    __syncthreads();
+    const __nv_bfloat16 *K = a.kc + ((long)kvh * a.n_ctx + start) * HD;
+    const __nv_bfloat16 *V = a.vc + ((long)kvh * a.n_ctx + start) * HD;
+    for (int pi = w; pi < cnt; pi += 8) {
+        float acc[ATT_MAX_G];
+#pragma unroll
+        for (int g = 0; g < ATT_MAX_G; g++) acc[g] = 0.0f;
+        for (int d0 = lane * 8; d0 < HD; d0 += 256) {
+            uint4 kv = *(const uint4 *)(K + (long)pi * HD + d0);
+            uint32_t kw[4] = {kv.x, kv.y, kv.z, kv.w};
+            float kf[8];
+#pragma unroll
+            for (int i = 0; i < 4; i++) { kf[2 * i] = __uint_as_float(kw[i] << 16); kf[2 * i + 1] = __uint_as_float(kw[i] & 0xffff0000u); }
+#pragma unroll
+            for (int g = 0; g < ATT_MAX_G; g++) {
+                if (g < G) {
+#pragma unroll
+                    for (int i = 0; i < 8; i++) acc[g] = fmaf(qsm[g * HD + d0 + i], kf[i], acc[g]);
+                }
+            }
+        }
+#pragma unroll
+        for (int g = 0; g < ATT_MAX_G; g++) {
+            if (g < G) {
+                float v = warp_sum(acc[g]);
+                if (lane == 0) sc[g * CH + pi] = v;
+            }
+        }
+    }
+    __syncthreads();
+    for (int g = w; g < G; g += 8) {
+        float m = -INFINITY;
+        for (int i = lane; i < cnt; i += 32) m = fmaxf(m, sc[g * CH + i]);
+        m = warp_max(m);
+        float l = 0.0f;
+        for (int i = lane; i < cnt; i += 32) { float e = __expf(sc[g * CH + i] - m); sc[g * CH + i] = e; l += e; }
+        l = warp_sum(l);
+        if (lane == 0) { mrow[g] = m; lrow[g] = l; }
+    }
+    __syncthreads();
+    for (int d = threadIdx.x; d < HD; d += blockDim.x) {
+        float acc[ATT_MAX_G];
+#pragma unroll
+        for (int g = 0; g < ATT_MAX_G; g++) acc[g] = 0.0f;
+        for (int pi = 0; pi < cnt; pi++) {
+            float v = __bfloat162float(V[(long)pi * HD + d]);
+#pragma unroll
+            for (int g = 0; g < ATT_MAX_G; g++)
+                if (g < G) acc[g] = fmaf(sc[g * CH + pi], v, acc[g]);
+        }
+#pragma unroll
+        for (int g = 0; g < ATT_MAX_G; g++)
+            if (g < G) a.part_o[((long)split * a.NH + kvh * G + g) * HD + d] = acc[g];
+    }
+    if (threadIdx.x < G) {
+        a.part_ml[((long)split * a.NH + kvh * G + threadIdx.x) * 2 + 0] = mrow[threadIdx.x];
+        a.part_ml[((long)split * a.NH + kvh * G + threadIdx.x) * 2 + 1] = lrow[threadIdx.x];
+    }
+}
+
+/* grid NH, block 1024 = HD dims x (1024 / HD) split groups; the per-split weights exp(m_s - M)
+ * are computed once into shared memory, and each thread sums its group's splits (loads in flight
+ * in parallel instead of one latency per split). */
+#define ATT_COMB_THREADS 1024
+#define ATT_COMB_MAXS 4096
+__global__ void __launch_bounds__(ATT_COMB_THREADS) k_attn_combine(const attn_dec_args a) {
+    __shared__ float ws[ATT_COMB_MAXS];
+    __shared__ float red[32];
+    __shared__ float part[ATT_COMB_THREADS];
+    int h = blockIdx.x, HD = a.HD, tid = threadIdx.x;
+    int n = *a.pos + 1, ns = (n + a.CH - 1) / a.CH;
+    float m = -INFINITY;
+    for (int s = tid; s < ns; s += blockDim.x) m = fmaxf(m, a.part_ml[((long)s * a.NH + h) * 2]);
+    m = warp_max(m);
+    if ((tid & 31) == 0) red[tid >> 5] = m;
+    __syncthreads();
+    float M = -INFINITY;
+    for (int i = 0; i < (int)(blockDim.x >> 5); i++) M = fmaxf(M, red[i]);
+    __syncthreads();
+    float den = 0.0f;
+    for (int s = tid; s < ns; s += blockDim.x) {
+        float e = __expf(a.part_ml[((long)s * a.NH + h) * 2] - M);
+        ws[s] = e;
+        den += e * a.part_ml[((long)s * a.NH + h) * 2 + 1];
+    }
+    den = block_sum_f(den, red);
+    int groups = blockDim.x / HD, d = tid % HD, g = tid / HD;
+    float acc = 0.0f;
+#pragma unroll 8
+    for (int s = g; s < ns; s += groups) acc += ws[s] * a.part_o[((long)s * a.NH + h) * HD + d];
+    part[tid] = acc;
+    __syncthreads();
+    if (g == 0) {
+        for (int k = 1; k < groups; k++) acc += part[k * HD + d];
+        a.out[h * HD + d] = acc / den * sigmoid_f(a.qg[h * 2 * HD + HD + d]);
+    }
+}
+
+/* ---- prefill flash attention (WMMA bf16) */
+
+struct flash_args {
+    const __nv_bfloat16 *q;       /* [T][NH*HD] scaled, normed, roped */
+    const __nv_bfloat16 *kc, *vc; /* [NKV][n_ctx][HD] (already holds the chunk) */
+    const float *qg; int ldqg;    /* [T][NH*2*HD] gates */
+    __nv_bfloat16 *out;           /* [T][NH*HD] gated output */
+    const int *pos;               /* position of token 0 */
+    int T, NH, NKV, n_ctx;
+};
+
+template <int HD>
+__host__ __device__ constexpr size_t flash_smem_bytes() {
+    return (size_t)3 * 64 * (HD + 8) * 2 + 64 * 68 * 4 + 64 * 72 * 2 + 64 * (HD + 4) * 4 + 3 * 64 * 4;
+}
+
+template <int HD>
+__global__ void __launch_bounds__(256) k_flash_prefill(const flash_args a) {
+    using namespace nvcuda;
+    extern __shared__ __align__(128) unsigned char smraw[];
+    constexpr int LD = HD + 8, LDS = 68, LDP = 72, LDO = HD + 4;
+    __nv_bfloat16 *Qs = (__nv_bfloat16 *)smraw;
+    __nv_bfloat16 *Ks = Qs + 64 * LD;
+    __nv_bfloat16 *Vs = Ks + 64 * LD;
+    float *S = (float *)(Vs + 64 * LD);
+    __nv_bfloat16 *P = (__nv_bfloat16 *)(S + 64 * LDS);
+    float *O = (float *)(P + 64 * LDP);
+    float *mrow = O + 64 * LDO, *lrow = mrow + 64, *corr = lrow + 64;
+    int qt = blockIdx.x, h = blockIdx.y, kvh = h / (a.NH / a.NKV);
+    int tid = threadIdx.x, w = tid >> 5;
+    int p0 = *a.pos, q0 = qt * 64, nq = min(64, a.T - q0);
+    /* load Q, zero O */
+    for (int i = tid; i < 64 * HD / 8; i += 256) {
+        int r = i / (HD / 8), c8 = (i % (HD / 8)) * 8;
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (r < nq) v = *(const uint4 *)(a.q + (long)(q0 + r) * a.NH * HD + h * HD + c8);
+        *(uint4 *)(Qs + r * LD + c8) = v;
+    }
+    for (int i = tid; i < 64 * LDO; i += 256) O[i] = 0.0f;
+    if (tid < 64) { mrow[tid] = -INFINITY; lrow[tid] = 0.0f; }
+    __syncthreads();
+    int nkeys = p0 + q0 + nq; /* keys [0, nkeys) are visible to some query of this tile */
+    const __nv_bfloat16 *Kg = a.kc + (long)kvh * a.n_ctx * HD, *Vg = a.vc + (long)kvh * a.n_ctx * HD;
+    for (int k0 = 0; k0 < nkeys; k0 += 64) {
+        for (int i = tid; i < 64 * HD / 8; i += 256) {
+            int r = i / (HD / 8), c8 = (i % (HD / 8)) * 8;
+            uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
+            if (k0 + r < nkeys) {
+                kv = *(const uint4 *)(Kg + (long)(k0 + r) * HD + c8);
+                vv = *(const uint4 *)(Vg + (long)(k0 + r) * HD + c8);
+            }
+            *(uint4 *)(Ks + r * LD + c8) = kv;
+            *(uint4 *)(Vs + r * LD + c8) = vv;
+        }
+        __syncthreads();
+        { /* S = Q K^T: warp w computes rows 16*(w>>1), cols 32*(w&1) .. +32 */
+            int mi = w >> 1, nj = (w & 1) * 2;
+            wmma::fragment<wmma::accumulator, 16, 16, 16, float> c0, c1;
+            wmma::fill_fragment(c0, 0.0f);
+            wmma::fill_fragment(c1, 0.0f);
+            for (int kk = 0; kk < HD; kk += 16) {
+                wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb0, fb1;
+                wmma::load_matrix_sync(fa, Qs + mi * 16 * LD + kk, LD);
+                wmma::load_matrix_sync(fb0, Ks + nj * 16 * LD + kk, LD);
+                wmma::load_matrix_sync(fb1, Ks + (nj + 1) * 16 * LD + kk, LD);
+                wmma::mma_sync(c0, fa, fb0, c0);
+                wmma::mma_sync(c1, fa, fb1, c1);
+            }
+            wmma::store_matrix_sync(S + mi * 16 * LDS + nj * 16, c0, LDS, wmma::mem_row_major);
+            wmma::store_matrix_sync(S + mi * 16 * LDS + (nj + 1) * 16, c1, LDS, wmma::mem_row_major);
+        }
+        __syncthreads();
+        { /* online softmax: 4 threads per row, 16 columns each */
+            int r = tid >> 2, part = tid & 3;
+            int qpos = p0 + q0 + r;
+            float mx = -INFINITY;
+            for (int c = part * 16; c < part * 16 + 16; c++) {
+                int kp = k0 + c;
+                float v = (kp <= qpos && r < nq) ? S[r * LDS + c] : -INFINITY;
+                S[r * LDS + c] = v;
+                mx = fmaxf(mx, v);
+            }
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            float mold = mrow[r], mnew = fmaxf(mold, mx);
+            float cf = mnew == -INFINITY ? 1.0f : __expf(mold - mnew);
+            float sum = 0.0f;
+            for (int c = part * 16; c < part * 16 + 16; c++) {
+                float v = S[r * LDS + c];
+                float e = v == -INFINITY ? 0.0f : __expf(v - mnew);
+                sum += e;
+                P[r * LDP + c] = __float2bfloat16(e);
+            }
+            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+            sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+            __syncwarp();
+            if (part == 0) { mrow[r] = mnew; lrow[r] = lrow[r] * cf + sum; corr[r] = cf; }
+        }
+        __syncthreads();
+        for (int i = tid; i < 64 * HD; i += 256) { int r = i / HD, c = i % HD; O[r * LDO + c] *= corr[r]; }
+        __syncthreads();
+        { /* O += P V: warp w owns rows 16*(w&3), cols (w>>2)*HD/2 .. +HD/2 */
+            int mi = w & 3, n0 = (w >> 2) * (HD / 2);
+            for (int nn = n0; nn < n0 + HD / 2; nn += 16) {
+                wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;
+                wmma::load_matrix_sync(c, O + mi * 16 * LDO + nn, LDO, wmma::mem_row_major);
+#pragma unroll
+                for (int kk = 0; kk < 64; kk += 16) {
+                    wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa;
+                    wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> fb;
+                    wmma::load_matrix_sync(fa, P + mi * 16 * LDP + kk, LDP);
+                    wmma::load_matrix_sync(fb, Vs + kk * LD + nn, LD);
+                    wmma::mma_sync(c, fa, fb, c);
+                }
+                wmma::store_matrix_sync(O + mi * 16 * LDO + nn, c, LDO, wmma::mem_row_major);
+            }
+        }
+        __syncthreads();
+    }
+    for (int i = tid; i < nq * HD; i += 256) {
+        int r = i / HD, c = i % HD;
+        float gate = a.qg[(long)(q0 + r) * a.ldqg + h * 2 * HD + HD + c];
+        float v = O[r * LDO + c] / lrow[r] * sigmoid_f(gate);
+        a.out[(long)(q0 + r) * a.NH * HD + h * HD + c] = __float2bfloat16(v);
+    }
+}
+
+#endif

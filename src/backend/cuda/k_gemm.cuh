@@ -1,0 +1,132 @@
+/*
+ * k_gemm.cuh — prefill GEMM on tensor cores with in-tile dequantization:
+ *   C[m][n] = sum_k A[m][k] * W[n][k],  A bf16 [M][K] (rows optionally gathered), W any gmat type.
+ * Tile 64 (m) x 128 (n) x 32 (k), 256 threads = 8 warps of 32x32 (2x2 WMMA 16x16x16 bf16 -> fp32).
+ * The next k-tile is loaded (A) and dequantized (W, 16 elements per thread via gmat_dequant16) into
+ * registers while the current one is multiplied, so quantized weights are expanded only tile by tile.
+ *
+ * Grouped mode (MoE): blockIdx.y indexes a tile list (expert e, first sorted row m0, row count);
+ * W rows start at e * w_rows_per_e; blocks past *n_tiles exit.
+ * Epilogues: STORE / ADD into fp32 C; SWIGLU: H = bf16(silu(G) * acc); SCATTER_ADD (MoE down):
+ * atomicAdd(X[c_map[m]/c_div][n], c_w[c_map[m]] * acc); ADD_GATED: C[m][n] += sigmoid(rowgate[m]) * acc.
+ */
+#ifndef LILAC_K_GEMM_CUH
+#define LILAC_K_GEMM_CUH
+
+#include <mma.h>
+
+#include "cu_common.cuh"
+
+enum { GM_STORE = 0, GM_ADD = 1, GM_SWIGLU = 2, GM_SCATTER_ADD = 3, GM_ADD_GATED = 4 };
+
+#define GM_BM 64
+#define GM_BN 128
+#define GM_BK 32
+
+struct gemm_args {
+    const __nv_bfloat16 *A; int lda;
+    const int *a_map; int a_div;      /* A row of sorted row m = a_map[m] / a_div (NULL: m) */
+    gmat W; int N, K, M;
+    const int *tile_e, *tile_m0, *tile_mn, *n_tiles; int w_rows_per_e; /* grouped (tile_e != NULL) */
+    int mode;
+    float *C; int ldc;
+    const float *G; int ldg;
+    __nv_bfloat16 *H; int ldh;
+    const int *c_map; int c_div; const float *c_w;
+    const float *rowgate; int rg_stride;
+};
+
+__global__ void __launch_bounds__(256) k_gemm(const gemm_args a) {
+    using namespace nvcuda;
+    constexpr int LDA = GM_BK + 8, LDC = GM_BN + 4;
+    __shared__ __align__(128) unsigned char smraw[GM_BM * LDC * 4];
+    __nv_bfloat16 *As = (__nv_bfloat16 *)smraw;          /* [64][40] */
+    __nv_bfloat16 *Bs = As + GM_BM * LDA;                 /* [128][40]: Bs[n][k] */
+    float *Cs = (float *)smraw;                           /* [64][132] (after the loop) */
+    int tid = threadIdx.x, w = tid >> 5;
+    int m0, mn, e = 0;
+    if (a.tile_e) {
+        if ((int)blockIdx.y >= *a.n_tiles) return;
+        e = a.tile_e[blockIdx.y]; m0 = a.tile_m0[blockIdx.y]; mn = a.tile_mn[blockIdx.y];
+    } else {
+        m0 = blockIdx.y * GM_BM; mn = min(GM_BM, a.M - m0);
+    }
+    int n0 = blockIdx.x * GM_BN;
+    long wrow0 = (long)e * a.w_rows_per_e;
+    /* per-thread load roles */
+    int ar = tid >> 2, ak = (tid & 3) * 8;         /* A: row ar, 8 elements at ak */
+    int bn = tid >> 1, bk = (tid & 1) * 16;        /* W: row bn, 16 elements at bk */
+    long arow = -1;
+    if (ar < mn) arow = a.a_map ? (long)(a.a_map[m0 + ar] / a.a_div) : (long)(m0 + ar);
+    bool bvalid = n0 + bn < a.N;
+    uint4 areg;
+    uint32_t breg[8];
+    auto load = [&](int k0) {
+        areg = arow >= 0 ? *(const uint4 *)(a.A + arow * a.lda + k0 + ak) : make_uint4(0, 0, 0, 0);
+        if (bvalid) {
+            float f[16];
+            gmat_dequant16(a.W, wrow0 + n0 + bn, k0 + bk, f);
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                __nv_bfloat162 p = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
+                breg[i] = *(uint32_t *)&p;
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < 8; i++) breg[i] = 0;
+        }
+    };
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 2; j++) wmma::fill_fragment(acc[i][j], 0.0f);
+    int wm = (w & 1) * 32, wn = (w >> 1) * 32;
+    load(0);
+    for (int k0 = 0; k0 < a.K; k0 += GM_BK) {
+        *(uint4 *)(As + ar * LDA + ak) = areg;
+        *(uint4 *)(Bs + bn * LDA + bk) = make_uint4(breg[0], breg[1], breg[2], breg[3]);
+        *(uint4 *)(Bs + bn * LDA + bk + 8) = make_uint4(breg[4], breg[5], breg[6], breg[7]);
+        __syncthreads();
+        if (k0 + GM_BK < a.K) load(k0 + GM_BK);
+#pragma unroll
+        for (int kk = 0; kk < GM_BK; kk += 16) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> fa[2];
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> fb[2];
+#pragma unroll
+            for (int i = 0; i < 2; i++) wmma::load_matrix_sync(fa[i], As + (wm + 16 * i) * LDA + kk, LDA);
+#pragma unroll
+            for (int j = 0; j < 2; j++) wmma::load_matrix_sync(fb[j], Bs + (wn + 16 * j) * LDA + kk, LDA);
+#pragma unroll
+            for (int i = 0; i < 2; i++)
+#pragma unroll
+                for (int j = 0; j < 2; j++) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 2; j++)
+            wmma::store_matrix_sync(Cs + (wm + 16 * i) * LDC + wn + 16 * j, acc[i][j], LDC, wmma::mem_row_major);
+    __syncthreads();
+    for (int i = tid; i < GM_BM * GM_BN; i += 256) {
+        int r = i / GM_BN, c = i % GM_BN, n = n0 + c;
+        if (r >= mn || n >= a.N) continue;
+        float v = Cs[r * LDC + c];
+        long m = m0 + r;
+        switch (a.mode) {
+        case GM_STORE: a.C[m * a.ldc + n] = v; break;
+        case GM_ADD: a.C[m * a.ldc + n] += v; break;
+        case GM_SWIGLU: a.H[m * a.ldh + n] = __float2bfloat16(silu_f(a.G[m * a.ldg + n]) * v); break;
+        case GM_SCATTER_ADD: {
+            int src = a.c_map[m];
+            atomicAdd(&a.C[(long)(src / a.c_div) * a.ldc + n], a.c_w[src] * v);
+            break;
+        }
+        case GM_ADD_GATED: a.C[m * a.ldc + n] += sigmoid_f(a.rowgate[m * a.rg_stride]) * v; break;
+        }
+    }
+}
+
+#endif

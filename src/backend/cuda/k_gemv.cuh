@@ -1,0 +1,454 @@
+/*
+ * k_gemv.cuh — decode (batch-1) kernels: the matrix-vector product on packed weights with a fused
+ * prologue (RMSNorm / gated head-norm + activation quantization, recomputed per block from L2 so no
+ * separate launch is needed) and epilogue (store, residual add, argmax), the router top-k, and the
+ * two fused MoE kernels (gate/up + SwiGLU over the selected experts and the shared expert; down +
+ * weighted combine + residual add).
+ *
+ * All kernels are pure functions of pointers, shapes and the stream they run on.
+ */
+#ifndef LILAC_K_GEMV_CUH
+#define LILAC_K_GEMV_CUH
+
+#include "cu_common.cuh"
+#include "k_rowregs.cuh"
+
+enum { PRO_PLAIN = 0, PRO_RMSNORM = 1, PRO_HEADNORM_GATED = 2 };
+enum { EPI_STORE = 0, EPI_ADD = 1 };
+
+#define GEMV_THREADS 512
+#define GEMV_MAX_SEG 4
+#define QK_MAX_TOPK 16
+
+struct gemv_seg {
+    gmat W;
+    float *y;           /* [W.rows] */
+    int epi;            /* EPI_* */
+};
+
+struct gemv_args {
+    gemv_seg seg[GEMV_MAX_SEG];
+    int nseg;
+    int total_rows;
+    /* prologue: input x [K] */
+    int pro;
+    const float *x;     /* [K] */
+    int K;
+    const float *g;     /* RMSNORM: [K] gain; HEADNORM_GATED: [hd] gain */
+    const float *z;     /* HEADNORM_GATED: [K] gate (silu) */
+    int hd;             /* HEADNORM_GATED: head size */
+    float eps;
+    unsigned long long *argmax; /* optional: packed (value, ~row) max over segment 0 */
+};
+
+/* Shared-memory bytes of a quantized activation of K elements. */
+__host__ __device__ static inline size_t qact_smem_bytes(int K) {
+    return (size_t)K * 4 + (size_t)K + (size_t)(K / 32) * 4 + (size_t)(K / 16) * 4 + 64;
+}
+
+/* Carves the activation buffers out of dynamic shared memory. */
+__device__ __forceinline__ void qact_carve(unsigned char *sm, int K, float **xf, int8_t **xq, float **dx, float **s16) {
+    *xf = (float *)sm;
+    *dx = (float *)(sm + (size_t)K * 4);
+    *s16 = (float *)(sm + (size_t)K * 4 + (size_t)(K / 32) * 4);
+    *xq = (int8_t *)(sm + (size_t)K * 4 + (size_t)(K / 32) * 4 + (size_t)(K / 16) * 4);
+}
+
+/* Block-wide sum (all threads get the result). red: >= 32 floats of shared memory. */
+__device__ __forceinline__ float block_sum(float v, float *red) {
+    int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5;
+    v = warp_sum(v);
+    __syncthreads();
+    if (l == 0) red[w] = v;
+    __syncthreads();
+    float t = l < nw ? red[l] : 0.0f;
+    return warp_sum(t);
+}
+
+/* Quantizes xf[K] (already in shared memory) into xq/dx/s16, one warp per 32-element block. */
+__device__ __forceinline__ void qact_quantize(const float *xf, int8_t *xq, float *dx, float *s16, int K) {
+    int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5;
+    for (int b = w; b < K / 32; b += nw) {
+        float v = xf[32 * b + l];
+        float amax = warp_max(fabsf(v));
+        float d = amax / 127.0f;
+        int q = d > 0.0f ? __float2int_rn(v / d) : 0;
+        xq[32 * b + l] = (int8_t)q;
+        float s = (float)q;
+#pragma unroll
+        for (int o = 8; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        if (l == 0) dx[b] = d;
+        if ((l & 15) == 0) s16[2 * b + (l >> 4)] = d * s;
+    }
+}
+
+/* Prologue: xf = transform(x), then quantize. red: 32 floats. */
+__device__ void gemv_prologue(const gemv_args &a, unsigned char *sm, float *red, qact *A) {
+    float *xf, *dx, *s16;
+    int8_t *xq;
+    qact_carve(sm, a.K, &xf, &xq, &dx, &s16);
+    int K = a.K;
+    if (a.pro == PRO_RMSNORM) {
+        float ss = 0.0f;
+        for (int k = threadIdx.x; k < K; k += blockDim.x) { float v = a.x[k]; ss += v * v; }
+        float r = rsqrtf(block_sum(ss, red) / (float)K + a.eps);
+        for (int k = threadIdx.x; k < K; k += blockDim.x) xf[k] = a.x[k] * r * a.g[k];
+    } else if (a.pro == PRO_HEADNORM_GATED) {
+        /* one warp per head: y = rmsnorm(o_h) * g * silu(z_h) */
+        int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5, hd = a.hd;
+        for (int h = w; h < K / hd; h += nw) {
+            float ss = 0.0f;
+            for (int i = l; i < hd; i += 32) { float v = a.x[h * hd + i]; ss += v * v; }
+            float r = rsqrtf(warp_sum(ss) / (float)hd + a.eps);
+            for (int i = l; i < hd; i += 32) xf[h * hd + i] = a.x[h * hd + i] * r * a.g[i] * silu_f(a.z[h * hd + i]);
+        }
+    } else {
+        for (int k = threadIdx.x; k < K; k += blockDim.x) xf[k] = a.x[k];
+    }
+    __syncthreads();
+    qact_quantize(xf, xq, dx, s16, K);
+    __syncthreads();
+    *A = qact{xf, xq, dx, s16};
+}
+
+__device__ __forceinline__ unsigned long long argmax_pack(float v, int row) {
+    uint32_t u = __float_as_uint(v);
+    u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+    return ((unsigned long long)u << 32) | (unsigned long long)(0xffffffffu - (uint32_t)row);
+}
+__device__ __forceinline__ int argmax_row(unsigned long long p) { return (int)(0xffffffffu - (uint32_t)(p & 0xffffffffu)); }
+
+/* y = W x over up to 4 row segments sharing one input (e.g. qkv | z | b | a).
+ * grid: any (rows are grid-strided), block GEMV_THREADS, dynamic smem qact_smem_bytes(K). */
+__global__ void __launch_bounds__(GEMV_THREADS) k_gemv(const gemv_args a) {
+    extern __shared__ __align__(16) unsigned char sm[];
+    __shared__ float red[32];
+    __shared__ unsigned long long best_s[GEMV_THREADS / 32];
+    qact A;
+    gemv_prologue(a, sm, red, &A);
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    int lanes = gemv_lanes(a.K), rpw = 32 / lanes, sub = lane & (lanes - 1), grp = lane / lanes;
+    unsigned long long best = 0;
+    int step = gridDim.x * nw * rpw;
+    for (int r0 = (blockIdx.x * nw + warp) * rpw; r0 < a.total_rows; r0 += step) {
+        int r = r0 + grp;
+        int s = 0, rr = r;
+        while (s < a.nseg - 1 && rr >= a.seg[s].W.rows) { rr -= a.seg[s].W.rows; s++; }
+        float v = 0.0f;
+        bool ok = r < a.total_rows;
+        if (ok) v = row_dot_part(a.seg[s].W, rr, A, 0, sub, lanes);
+        v = group_sum(v, lanes);
+        if (ok && sub == 0) {
+            float *y = a.seg[s].y + rr;
+            if (a.seg[s].epi == EPI_ADD) *y += v; else *y = v;
+            if (a.argmax && s == 0) { unsigned long long p = argmax_pack(v, rr); best = p > best ? p : best; }
+        }
+    }
+    if (a.argmax) {
+        for (int o = 16; o > 0; o >>= 1) {
+            unsigned long long t = __shfl_xor_sync(0xffffffffu, best, o);
+            best = t > best ? t : best;
+        }
+        if (lane == 0) best_s[warp] = best;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            unsigned long long b = 0;
+            for (int w = 0; w < nw; w++) b = best_s[w] > b ? best_s[w] : b;
+            atomicMax(a.argmax, b);
+        }
+    }
+}
+
+/* ---- router top-k (softmax over E, top k, renormalized: weights = exp(l - m) / sum over top k) */
+
+/* Computes ids[k], w[k] from logits[E] in one warp (the calling warp). Ties pick the lower index. */
+__device__ void topk_warp(const float *logits, int E, int k, int *ids, float *w) {
+    int lane = threadIdx.x & 31;
+    float top_l[QK_MAX_TOPK];
+    uint32_t taken = 0; /* lane-local bitmask of chosen experts: bit c = expert lane + 32c (E <= 1024) */
+    float sum = 0.0f;
+    for (int t = 0; t < k; t++) {
+        float bv = -INFINITY;
+        int bi = 0x7fffffff;
+        for (int e = lane, c = 0; e < E; e += 32, c++) {
+            bool tk = (taken >> c) & 1u;
+            float v = logits[e];
+            if (!tk && (v > bv || (v == bv && e < bi))) { bv = v; bi = e; }
+        }
+        for (int o = 16; o > 0; o >>= 1) {
+            float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+            int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+            if (ov > bv || (ov == bv && oi < bi)) { bv = ov; bi = oi; }
+        }
+        if ((bi & 31) == lane) taken |= 1u << (bi >> 5);
+        if (lane == 0) ids[t] = bi;
+        top_l[t < QK_MAX_TOPK ? t : 0] = bv;
+    }
+    float m = top_l[0];
+    for (int t = 0; t < k; t++) sum += __expf(top_l[t] - m);
+    if (lane == 0)
+        for (int t = 0; t < k; t++) w[t] = __expf(top_l[t] - m) / sum;
+}
+
+/* ---- fused MoE, decode */
+
+struct moe_args {
+    const float *x;        /* [H] residual stream (input of ffn_norm; also receives the output) */
+    const float *g;        /* [H] ffn_norm gain */
+    float eps;
+    int H, E, k, FF, FS;
+    const float *logits;   /* [E + 1] router logits, [E] = shared-expert gate logit */
+    gmat gate, up, down;   /* experts fused: gate/up [E*FF, H], down [E*H, FF] */
+    gmat sgate, sup, sdown;/* shared expert: [FS, H], [FS, H], [H, FS] (FS == 0: none) */
+    float *h;              /* [k*FF + FS] SwiGLU activations */
+    float *out;            /* [H] (down: out += moe) */
+    int *ids_out;          /* [k] optional: chosen experts */
+    float *w_out;          /* [k] optional */
+};
+
+/* h[s*FF + r] = silu(gate_e[r] x̂) * (up_e[r] x̂) for the k chosen experts e = ids[s], and the shared
+ * expert at h[k*FF + r]. Prologue: rmsnorm + quantize + top-k. grid any, block GEMV_THREADS,
+ * dynamic smem qact_smem_bytes(H). */
+__global__ void __launch_bounds__(GEMV_THREADS) k_moe_gateup(const moe_args a) {
+    extern __shared__ __align__(16) unsigned char sm[];
+    __shared__ float red[32];
+    __shared__ int ids[QK_MAX_TOPK];
+    __shared__ float wts[QK_MAX_TOPK];
+    gemv_args pa = {};
+    pa.pro = PRO_RMSNORM; pa.x = a.x; pa.K = a.H; pa.g = a.g; pa.eps = a.eps;
+    qact A;
+    if (threadIdx.x < 32) topk_warp(a.logits, a.E, a.k, ids, wts);
+    gemv_prologue(pa, sm, red, &A); /* has __syncthreads after the top-k writes */
+    if (blockIdx.x == 0 && threadIdx.x < a.k) {
+        if (a.ids_out) a.ids_out[threadIdx.x] = ids[threadIdx.x];
+        if (a.w_out) a.w_out[threadIdx.x] = wts[threadIdx.x];
+    }
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    int lanes = gemv_lanes(a.H), rpw = 32 / lanes, sub = lane & (lanes - 1), grp = lane / lanes;
+    int total = a.k * a.FF + a.FS;
+    int step = gridDim.x * nw * rpw;
+    for (int r0 = (blockIdx.x * nw + warp) * rpw; r0 < total; r0 += step) {
+        int r = r0 + grp;
+        float gv = 0.0f, uv = 0.0f;
+        if (r < total) {
+            if (r < a.k * a.FF) {
+                long row = (long)ids[r / a.FF] * a.FF + r % a.FF;
+                gv = row_dot_part(a.gate, row, A, 0, sub, lanes);
+                uv = row_dot_part(a.up, row, A, 0, sub, lanes);
+            } else {
+                long row = r - a.k * a.FF;
+                gv = row_dot_part(a.sgate, row, A, 0, sub, lanes);
+                uv = row_dot_part(a.sup, row, A, 0, sub, lanes);
+            }
+        }
+        gv = group_sum(gv, lanes);
+        uv = group_sum(uv, lanes);
+        if (r < total && sub == 0) a.h[r] = silu_f(gv) * uv;
+    }
+}
+
+/* out[r] += sum_s w_s * (down_{e_s}[r] · h_s) + sigmoid(logit_sh) * (sdown[r] · h_sh).
+ * Prologue: quantize h (k*FF + FS) and recompute the top-k weights. grid any, block GEMV_THREADS,
+ * dynamic smem qact_smem_bytes(k*FF + FS). */
+__global__ void __launch_bounds__(GEMV_THREADS) k_moe_down(const moe_args a) {
+    extern __shared__ __align__(16) unsigned char sm[];
+    __shared__ float red[32];
+    __shared__ int ids[QK_MAX_TOPK];
+    __shared__ float wts[QK_MAX_TOPK + 1];
+    int Kd = a.k * a.FF + a.FS;
+    gemv_args pa = {};
+    pa.pro = PRO_PLAIN; pa.x = a.h; pa.K = Kd;
+    if (threadIdx.x < 32) {
+        topk_warp(a.logits, a.E, a.k, ids, wts);
+        if (threadIdx.x == 0) wts[a.k] = a.FS ? sigmoid_f(a.logits[a.E]) : 0.0f;
+    }
+    qact A;
+    gemv_prologue(pa, sm, red, &A);
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    int lanes = gemv_lanes(a.FF), par = 32 / lanes, sub = lane & (lanes - 1), grp = lane / lanes;
+    int nslot = a.k + (a.FS ? 1 : 0);
+    for (int r = blockIdx.x * nw + warp; r < a.H; r += gridDim.x * nw) {
+        float acc = 0.0f;
+        for (int s = grp; s < nslot; s += par) {
+            float v;
+            if (s < a.k) v = row_dot_part(a.down, (long)ids[s] * a.H + r, A, s * a.FF, sub, lanes);
+            else v = row_dot_part(a.sdown, r, A, a.k * a.FF, sub, lanes);
+            acc += wts[s] * v;
+        }
+        acc = warp_sum(acc);
+        if (lane == 0) a.out[r] += acc;
+    }
+}
+
+/* ---- prefetching variants (the ones decode uses; see k_rowregs.cuh). WT is the weight type of the
+ * dominant segment; rows of other types take the generic path. Launched as one wave (grid = SMs x
+ * resident blocks), each warp walking rows with the next row's loads in flight. Needs
+ * K / 32 / gemv_lanes(K) <= NU (the register capacity in units per lane). */
+
+__device__ __forceinline__ void gemv_seg_of(const gemv_args &a, int r, int *s, int *lr) {
+    int i = 0;
+    while (i < a.nseg - 1 && r >= a.seg[i].W.rows) { r -= a.seg[i].W.rows; i++; }
+    *s = i;
+    *lr = r;
+}
+
+template <int WT, int NU>
+__global__ void __launch_bounds__(GEMV_THREADS) k_gemv_pf(const gemv_args a) {
+    extern __shared__ __align__(16) unsigned char sm[];
+    __shared__ float red[32];
+    __shared__ unsigned long long best_s[GEMV_THREADS / 32];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    int lanes = gemv_lanes(a.K), rpw = 32 / lanes, sub = lane & (lanes - 1), grp = lane / lanes;
+    int nu = (a.K >> 5) / lanes;
+    int step = gridDim.x * nw * rpw;
+    int r0 = (blockIdx.x * nw + warp) * rpw;
+    rowregs<WT, NU> R;
+    int s = 0, lr = 0;
+    bool fast = false;
+    if (r0 + grp < a.total_rows) {
+        gemv_seg_of(a, r0 + grp, &s, &lr);
+        fast = a.seg[s].W.type == WT;
+        if (fast) R.load(a.seg[s].W, lr, sub, lanes, nu);
+    }
+    qact A;
+    gemv_prologue(a, sm, red, &A);
+    unsigned long long best = 0;
+    for (; r0 < a.total_rows; r0 += step) {
+        int r = r0 + grp;
+        bool ok = r < a.total_rows;
+        float v = 0.0f;
+        if (ok) v = fast ? R.dot(A, 0, sub, lanes, nu) : row_dot_part(a.seg[s].W, lr, A, 0, sub, lanes);
+        int cs = s, clr = lr;
+        if (r + step < a.total_rows) {
+            gemv_seg_of(a, r + step, &s, &lr);
+            fast = a.seg[s].W.type == WT;
+            if (fast) R.load(a.seg[s].W, lr, sub, lanes, nu);
+        }
+        v = group_sum(v, lanes);
+        if (ok && sub == 0) {
+            float *y = a.seg[cs].y + clr;
+            if (a.seg[cs].epi == EPI_ADD) *y += v; else *y = v;
+            if (a.argmax && cs == 0) { unsigned long long p = argmax_pack(v, clr); best = p > best ? p : best; }
+        }
+    }
+    if (a.argmax) {
+        for (int o = 16; o > 0; o >>= 1) {
+            unsigned long long t = __shfl_xor_sync(0xffffffffu, best, o);
+            best = t > best ? t : best;
+        }
+        if (lane == 0) best_s[warp] = best;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            unsigned long long b = 0;
+            for (int w = 0; w < nw; w++) b = best_s[w] > b ? best_s[w] : b;
+            atomicMax(a.argmax, b);
+        }
+    }
+}
+
+/* MoE gate/up with prefetch: every warp computes the top-k itself (no block barrier before the
+ * expert loads), loads its first gate/up rows, then joins the block's RMSNorm/quantize prologue.
+ * grid: one wave, block GEMV_THREADS, dynamic smem qact_smem_bytes(H). */
+template <int WT, int NU>
+__global__ void __launch_bounds__(GEMV_THREADS) k_moe_gateup_pf(const moe_args a) {
+    extern __shared__ __align__(16) unsigned char sm[];
+    __shared__ float red[32];
+    __shared__ int ids_w[GEMV_THREADS / 32][QK_MAX_TOPK];
+    __shared__ float wts_w[GEMV_THREADS / 32][QK_MAX_TOPK];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    topk_warp(a.logits, a.E, a.k, ids_w[warp], wts_w[warp]);
+    __syncwarp();
+    const int *ids = ids_w[warp];
+    if (blockIdx.x == 0 && warp == 0 && lane < a.k) {
+        if (a.ids_out) a.ids_out[lane] = ids[lane];
+        if (a.w_out) a.w_out[lane] = wts_w[0][lane];
+    }
+    int lanes = gemv_lanes(a.H), rpw = 32 / lanes, sub = lane & (lanes - 1), grp = lane / lanes;
+    int nu = (a.H >> 5) / lanes;
+    int total = a.k * a.FF + a.FS;
+    int step = gridDim.x * nw * rpw;
+    int r0 = (blockIdx.x * nw + warp) * rpw;
+    rowregs<WT, NU> G, U;
+    auto rowsel = [&](int r, const gmat **gw, const gmat **uw, long *row) {
+        if (r < a.k * a.FF) { *gw = &a.gate; *uw = &a.up; *row = (long)ids[r / a.FF] * a.FF + r % a.FF; }
+        else { *gw = &a.sgate; *uw = &a.sup; *row = r - a.k * a.FF; }
+    };
+    const gmat *gw = &a.gate, *uw = &a.up;
+    long row = 0;
+    bool fast = false;
+    if (r0 + grp < total) {
+        rowsel(r0 + grp, &gw, &uw, &row);
+        fast = gw->type == WT && uw->type == WT;
+        if (fast) { G.load(*gw, row, sub, lanes, nu); U.load(*uw, row, sub, lanes, nu); }
+    }
+    gemv_args pa = {};
+    pa.pro = PRO_RMSNORM; pa.x = a.x; pa.K = a.H; pa.g = a.g; pa.eps = a.eps;
+    qact A;
+    gemv_prologue(pa, sm, red, &A);
+    for (; r0 < total; r0 += step) {
+        int r = r0 + grp;
+        bool ok = r < total;
+        float gv = 0.0f, uv = 0.0f;
+        if (ok) {
+            if (fast) { gv = G.dot(A, 0, sub, lanes, nu); uv = U.dot(A, 0, sub, lanes, nu); }
+            else { gv = row_dot_part(*gw, row, A, 0, sub, lanes); uv = row_dot_part(*uw, row, A, 0, sub, lanes); }
+        }
+        if (r + step < total) {
+            rowsel(r + step, &gw, &uw, &row);
+            fast = gw->type == WT && uw->type == WT;
+            if (fast) { G.load(*gw, row, sub, lanes, nu); U.load(*uw, row, sub, lanes, nu); }
+        }
+        gv = group_sum(gv, lanes);
+        uv = group_sum(uv, lanes);
+        if (ok && sub == 0) a.h[r] = silu_f(gv) * uv;
+    }
+}
+
+#define MOE_DOWN_IT 5
+#define MOE_DOWN_THREADS 256
+
+/* MoE down with prefetch: a warp per output row; lanes = gemv_lanes(FF) lanes per slot, 32/lanes
+ * slots in parallel, at most MOE_DOWN_IT rounds (k + 1 <= MOE_DOWN_IT * 32 / lanes). The warp's
+ * top-k, then all its expert-row loads, then the block's quantization of h, then the dots.
+ * grid ceil(H / 8), block MOE_DOWN_THREADS, dynamic smem qact_smem_bytes(k*FF + FS). */
+template <int WT, int NU>
+__global__ void __launch_bounds__(MOE_DOWN_THREADS) k_moe_down_pf(const moe_args a) {
+    extern __shared__ __align__(16) unsigned char sm[];
+    __shared__ float red[32];
+    __shared__ int ids_w[MOE_DOWN_THREADS / 32][QK_MAX_TOPK];
+    __shared__ float wts_w[MOE_DOWN_THREADS / 32][QK_MAX_TOPK + 1];
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    topk_warp(a.logits, a.E, a.k, ids_w[warp], wts_w[warp]);
+    if (lane == 0) wts_w[warp][a.k] = a.FS ? sigmoid_f(a.logits[a.E]) : 0.0f;
+    __syncwarp();
+    int lanes = gemv_lanes(a.FF), par = 32 / lanes, sub = lane & (lanes - 1), grp = lane / lanes;
+    int nu = (a.FF >> 5) / lanes;
+    int nslot = a.k + (a.FS ? 1 : 0);
+    int r = blockIdx.x * nw + warp;
+    rowregs<WT, NU> R[MOE_DOWN_IT];
+    bool sfast = a.FS && a.sdown.type == WT && a.FS == a.FF;
+    if (r < a.H) {
+#pragma unroll
+        for (int it = 0; it < MOE_DOWN_IT; it++) {
+            int s = grp + it * par;
+            if (s < a.k) R[it].load(a.down, (long)ids_w[warp][s] * a.H + r, sub, lanes, nu);
+            else if (s < nslot && sfast) R[it].load(a.sdown, r, sub, lanes, nu);
+        }
+    }
+    gemv_args pa = {};
+    pa.pro = PRO_PLAIN; pa.x = a.h; pa.K = a.k * a.FF + a.FS;
+    qact A;
+    gemv_prologue(pa, sm, red, &A);
+    if (r >= a.H) return;
+    float acc = 0.0f;
+#pragma unroll
+    for (int it = 0; it < MOE_DOWN_IT; it++) {
+        int s = grp + it * par;
+        if (s < a.k || (s < nslot && sfast)) acc += wts_w[warp][s] * R[it].dot(A, s * a.FF, sub, lanes, nu);
+        else if (s < nslot) acc += wts_w[warp][s] * row_dot_part(a.sdown, r, A, a.k * a.FF, sub, gemv_lanes(a.FF));
+    }
+    acc = warp_sum(acc);
+    if (lane == 0) a.out[r] += acc;
+}
+
+#endif

@@ -1,0 +1,326 @@
+/*
+ * cmd_bench.c — `lilac bench`: batch-1 prefill and decode throughput.
+ *
+ *   lilac bench --synthetic qwen3.6-35b-a3b [--backend cuda|cpu|auto] [--quick] [-o DIR]
+ *   lilac bench -m MODEL [...]
+ *
+ * For each prompt length L in 256 … 128K (10 lengths; --quick: 256, 4K, 32K): prefill L random tokens
+ * into a fresh sequence (timed: prefill tok/s and TFLOP/s), then time N greedy decode steps at
+ * context L (decode tok/s and weight GB/s = weight bytes one step reads / step time). The two means
+ * weight every length equally. Then the 4K/4K point (4,096-token prompt, 4,096 greedy tokens; the
+ * FNV-1a digest of the generated ids is printed so runs can be compared), the device's read
+ * bandwidth measured in the same process, the peak device memory, and (cuda) a per-kernel
+ * breakdown of one decode step at 4K context and of one 4K prefill chunk. Results go to stdout as
+ * Markdown and, with -o DIR, to DIR/bench.json and DIR/bench.md.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "backend/backend.h"
+#include "base/base.h"
+#include "cli.h"
+#include "model/qwen35_synth.h"
+#ifdef LILAC_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+#define BENCH_MAX_LEN 10
+
+typedef struct bench_point {
+    int len;
+    double prefill_s, prefill_tps, prefill_tflops;
+    double decode_s, decode_tps, decode_gbps;
+    int decode_steps;
+} bench_point;
+
+typedef struct bench_cfg {
+    const char *synthetic, *model_path, *backend, *outdir;
+    int quick, decode_steps, chunk, long_decode, max_len;
+    uint64_t seed;
+} bench_cfg;
+
+static void bench_usage(FILE *f) {
+    fprintf(f,
+            "usage: lilac bench (--synthetic PRESET | -m MODEL) [options]\n"
+            "  --synthetic P     random weights of preset P (qwen3.6-35b-a3b, qwen3.6-35b-a3b-L4, tiny)\n"
+            "  -m MODEL          benchmark a model file or directory\n"
+            "  --backend B       cuda, cpu or auto (default auto)\n"
+            "  --quick           3 lengths (256, 4K, 32K) and a 4K/1K point instead of 10 lengths and 4K/4K\n"
+            "  --decode-steps N  decode steps timed per length (default 64)\n"
+            "  --chunk N         prefill chunk (tokens per forward chunk, default 4096)\n"
+            "  --max-len N       skip lengths above N\n"
+            "  --seed N          synthetic weights / prompt seed (default 1)\n"
+            "  -o DIR            write DIR/bench.json and DIR/bench.md\n");
+}
+
+/* Multiply-add FLOPs of a forward over n tokens starting at position p0 (matrix products with the
+ * routed top-k experts + attention scores/values + the GDN recurrence; lm_head for one token). */
+static double bench_flops(const qwen_model *m, double p0, double n) {
+    const qwen_hparams *hp = &m->hp;
+    double H = hp->n_embd, per_tok = 0, attn = 0;
+    for (int l = 0; l < hp->n_layer; l++) {
+        const qwen_layer *ly = &m->layers[l];
+        if (hp->is_attn[l]) {
+            per_tok += (double)ly->wq.rows * H + (double)ly->wk.rows * H + (double)ly->wv.rows * H + (double)ly->wo.rows * ly->wo.cols;
+            attn += 2.0 * hp->n_head * hp->head_dim; /* per (query, key) pair: q·k and p·v */
+        } else {
+            per_tok += ((double)ly->wqkv.rows + ly->wz.rows + ly->wa.rows + ly->wb.rows) * H + (double)ly->wout.rows * ly->wout.cols;
+            per_tok += 3.0 * hp->gdn_n_v_heads * hp->gdn_k_dim * hp->gdn_v_dim;
+        }
+        per_tok += (double)hp->n_expert * H + (double)hp->n_expert_used * 3 * hp->n_ff_exp * H + 3.0 * hp->n_ff_shexp * H;
+    }
+    double pairs = n * p0 + n * (n + 1) / 2;
+    return 2.0 * (per_tok * n + attn * pairs + (double)hp->n_vocab * H);
+}
+
+static uint64_t bench_rng(uint64_t *s) {
+    *s += 0x9e3779b97f4a7c15ull;
+    return qsyn_mix(*s);
+}
+
+static int bench_argmax(const float *x, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+/* Prefill `len` tokens into a fresh sequence, then `steps` greedy decode steps. */
+static ll_status bench_run(ll_backend *be, const qwen_model *m, int is_cuda, int len, int steps, uint64_t seed, bench_point *pt,
+                           int32_t *gen_out, float *logits) {
+    const qwen_hparams *hp = &m->hp;
+    ll_seq *s = NULL;
+    LL_TRY(be->v->seq_new(be, len + steps + 8, &s));
+    int32_t *tok = ll_malloc((size_t)len * sizeof(int32_t));
+    if (!tok) { be->v->seq_free(be, s); return ll_err(LL_ERR_OOM, "bench: out of memory"); }
+    uint64_t r = seed ^ (uint64_t)len;
+    int vocab = hp->n_vocab < 248077 ? hp->n_vocab : 248077;
+    for (int i = 0; i < len; i++) tok[i] = (int32_t)(bench_rng(&r) % (uint64_t)vocab);
+    double t0 = ll_time_sec();
+    ll_status st = be->v->forward(be, s, tok, len, LL_LOGITS_LAST, logits);
+    double t1 = ll_time_sec();
+    memset(pt, 0, sizeof(*pt));
+    pt->len = len;
+    pt->prefill_s = t1 - t0;
+    pt->prefill_tps = len / pt->prefill_s;
+    pt->prefill_tflops = bench_flops(m, 0, len) / pt->prefill_s / 1e12;
+    if (st == LL_OK && steps > 0) {
+        double d0 = ll_time_sec();
+#ifdef LILAC_CUDA
+        if (is_cuda) st = cuda_backend_generate(be, s, -1, steps, gen_out);
+#endif
+        if (!is_cuda) {
+            int32_t t = bench_argmax(logits, hp->n_vocab);
+            for (int i = 0; i < steps && st == LL_OK; i++) {
+                st = be->v->forward(be, s, &t, 1, LL_LOGITS_LAST, logits);
+                t = bench_argmax(logits, hp->n_vocab);
+                if (gen_out) gen_out[i] = t;
+            }
+        }
+        double d1 = ll_time_sec();
+        pt->decode_steps = steps;
+        pt->decode_s = d1 - d0;
+        pt->decode_tps = steps / pt->decode_s;
+    }
+    ll_free(tok);
+    be->v->seq_free(be, s);
+    return st;
+}
+
+static int bench_parse(int argc, char **argv, bench_cfg *c) {
+    *c = (bench_cfg){.backend = "auto", .decode_steps = 64, .chunk = 4096, .seed = 1, .long_decode = 4096, .max_len = 1 << 30};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { bench_usage(stdout); return 1; }
+        if (!strcmp(a, "--quick")) { c->quick = 1; continue; }
+        if (!v) { fprintf(stderr, "lilac bench: %s needs a value\n", a); return 2; }
+        if (!strcmp(a, "--synthetic")) c->synthetic = v;
+        else if (!strcmp(a, "-m")) c->model_path = v;
+        else if (!strcmp(a, "--backend")) c->backend = v;
+        else if (!strcmp(a, "-o")) c->outdir = v;
+        else if (!strcmp(a, "--decode-steps")) c->decode_steps = atoi(v);
+        else if (!strcmp(a, "--chunk")) c->chunk = atoi(v);
+        else if (!strcmp(a, "--max-len")) c->max_len = atoi(v);
+        else if (!strcmp(a, "--seed")) c->seed = strtoull(v, NULL, 10);
+        else { fprintf(stderr, "lilac bench: unknown option %s\n", a); bench_usage(stderr); return 2; }
+        i++;
+    }
+    if (!!c->synthetic == !!c->model_path) { fprintf(stderr, "lilac bench: give exactly one of --synthetic and -m\n"); return 2; }
+    if (c->decode_steps < 1 || c->chunk < 16) { fprintf(stderr, "lilac bench: bad --decode-steps / --chunk\n"); return 2; }
+    return 0;
+}
+
+static void bench_write(FILE *md, FILE *js, const bench_cfg *c, const char *devname, const char *bname, const qwen_model *m,
+                        bench_point *pts, int np, bench_point *ll, uint64_t digest, double bw, double mem_peak,
+                        double wbytes, double dbytes, const void *kd, int nkd, const void *kp, int nkp) {
+    double mp = 0, md_ = 0;
+    for (int i = 0; i < np; i++) { mp += pts[i].prefill_tps; md_ += pts[i].decode_tps; }
+    mp /= np; md_ /= np;
+    if (md) {
+        fprintf(md, "# lilac bench\n\n");
+        fprintf(md, "- model: %s (%s), weights %.2f GB on the device, %.3f GB read per decode step\n",
+                c->synthetic ? c->synthetic : c->model_path, m->format_name ? m->format_name : "?", wbytes / 1e9, dbytes / 1e9);
+        fprintf(md, "- backend: %s on %s; batch 1; prefill chunk %d; %d decode steps per length\n", bname, devname, c->chunk,
+                c->decode_steps);
+        fprintf(md, "- measured read bandwidth: %.0f GB/s; peak device memory in use: %.2f GB\n\n", bw, mem_peak / 1e9);
+        fprintf(md, "| length | prefill tok/s | prefill TFLOP/s | decode tok/s | decode ms/token | decode weight GB/s | %% of read BW |\n");
+        fprintf(md, "|---:|---:|---:|---:|---:|---:|---:|\n");
+        for (int i = 0; i < np; i++) {
+            double gbps = dbytes * pts[i].decode_tps / 1e9;
+            fprintf(md, "| %d | %.0f | %.1f | %.1f | %.3f | %.0f | %.0f %% |\n", pts[i].len, pts[i].prefill_tps, pts[i].prefill_tflops,
+                    pts[i].decode_tps, 1e3 / pts[i].decode_tps, gbps, bw > 0 ? 100 * gbps / bw : 0);
+        }
+        fprintf(md, "| **mean** | **%.0f** | | **%.1f** | | | |\n\n", mp, md_);
+        if (ll)
+            fprintf(md, "**%d/%d point:** prefill %.0f tok/s, decode %.1f tok/s over %d greedy tokens (digest %016llx)\n\n", ll->len,
+                    ll->decode_steps, ll->prefill_tps, ll->decode_tps, ll->decode_steps, (unsigned long long)digest);
+#ifdef LILAC_CUDA
+        for (int pass = 0; pass < 2; pass++) {
+            const cuda_kernel_time *k = pass ? kp : kd;
+            int nk = pass ? nkp : nkd;
+            if (!nk) continue;
+            double tot = 0;
+            for (int i = 0; i < nk; i++) tot += k[i].ms;
+            fprintf(md, "### Per-kernel time, %s (un-graphed, CUDA events; total %.3f ms)\n\n", pass ? "one 4K prefill chunk" : "one decode step at 4K context", tot);
+            fprintf(md, "| kernel | calls | ms | %% | GB/s | TFLOP/s |\n|---|---:|---:|---:|---:|---:|\n");
+            for (int i = 0; i < nk; i++)
+                fprintf(md, "| %s | %d | %.4f | %.1f | %.0f | %.2f |\n", k[i].name, k[i].calls, k[i].ms, 100 * k[i].ms / tot,
+                        k[i].bytes / (k[i].ms * 1e-3) / 1e9, k[i].flops / (k[i].ms * 1e-3) / 1e12);
+            fprintf(md, "\n");
+        }
+#else
+        (void)kd; (void)nkd; (void)kp; (void)nkp;
+#endif
+    }
+    if (js) {
+        fprintf(js, "{\n  \"model\": \"%s\",\n  \"backend\": \"%s\",\n  \"device\": \"%s\",\n", c->synthetic ? c->synthetic : c->model_path,
+                bname, devname);
+        fprintf(js, "  \"weight_bytes\": %.0f,\n  \"decode_bytes_per_token\": %.0f,\n  \"read_bw_gbps\": %.1f,\n  \"mem_peak_bytes\": %.0f,\n",
+                wbytes, dbytes, bw, mem_peak);
+        fprintf(js, "  \"prefill_chunk\": %d,\n  \"points\": [\n", c->chunk);
+        for (int i = 0; i < np; i++)
+            fprintf(js, "    {\"len\": %d, \"prefill_tps\": %.1f, \"prefill_tflops\": %.2f, \"decode_tps\": %.2f, \"decode_gbps\": %.1f}%s\n",
+                    pts[i].len, pts[i].prefill_tps, pts[i].prefill_tflops, pts[i].decode_tps, dbytes * pts[i].decode_tps / 1e9,
+                    i + 1 < np ? "," : "");
+        fprintf(js, "  ],\n  \"mean_prefill_tps\": %.1f,\n  \"mean_decode_tps\": %.2f", mp, md_);
+        if (ll)
+            fprintf(js, ",\n  \"long\": {\"prompt\": %d, \"generated\": %d, \"prefill_tps\": %.1f, \"decode_tps\": %.2f, \"digest\": \"%016llx\"}",
+                    ll->len, ll->decode_steps, ll->prefill_tps, ll->decode_tps, (unsigned long long)digest);
+        fprintf(js, "\n}\n");
+    }
+}
+
+int cmd_bench(int argc, char **argv) {
+    bench_cfg c;
+    int pr = bench_parse(argc, argv, &c);
+    if (pr) return pr == 1 ? 0 : 2;
+    int max_len = c.max_len;
+    static const int full[BENCH_MAX_LEN] = {256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072};
+    static const int quick[3] = {256, 4096, 32768};
+    const int *lens = c.quick ? quick : full;
+    int nl = c.quick ? 3 : BENCH_MAX_LEN;
+    if (c.quick) c.long_decode = 1024;
+
+    qwen_model *m = NULL;
+    ll_status st;
+    int want_cuda = strcmp(c.backend, "cpu") != 0;
+#ifndef LILAC_CUDA
+    want_cuda = 0;
+#endif
+    if (c.synthetic) st = qwen_model_synthetic_ex(c.synthetic, c.seed, want_cuda, &m);
+    else st = qwen_model_load(c.model_path, &m);
+    if (st != LL_OK) return cli_fail("bench", ll_errmsg());
+    ll_backend_params bp = {.n_threads = 0, .max_batch = c.chunk, .device = 0};
+    ll_backend *be = NULL;
+    double t0 = ll_time_sec();
+    st = ll_backend_new(want_cuda ? c.backend : "cpu", m, &bp, &be);
+    if (st != LL_OK) {
+        char msg[1200];
+        snprintf(msg, sizeof(msg), "%s", ll_errmsg());
+        if (c.synthetic) qwen_model_free_synthetic(m); else qwen_model_free(m);
+        return cli_fail("bench", msg);
+    }
+    fprintf(stderr, "lilac bench: backend %s ready in %.1f s\n", be->v->name, ll_time_sec() - t0);
+    int is_cuda = !strcmp(be->v->name, "cuda");
+    double bw = 0, mem_peak = 0, wbytes = (double)m->weight_bytes, dbytes = 0;
+    char devname[256] = "cpu";
+#ifdef LILAC_CUDA
+    cuda_info ci;
+    if (is_cuda) {
+        cuda_backend_info(be, &ci);
+        snprintf(devname, sizeof(devname), "%s", ci.device);
+        wbytes = ci.weight_bytes;
+        dbytes = ci.decode_bytes_per_token;
+        if (cuda_measure_read_bw(0, (size_t)4 << 30, &bw) != LL_OK) fprintf(stderr, "lilac bench: %s\n", ll_errmsg());
+    }
+#endif
+    float *logits = ll_malloc((size_t)m->hp.n_vocab * sizeof(float));
+    int32_t *gen = ll_malloc((size_t)(c.long_decode > c.decode_steps ? c.long_decode : c.decode_steps) * sizeof(int32_t));
+    bench_point pts[BENCH_MAX_LEN], ll;
+    int np = 0, rc = 0;
+    uint64_t digest = 0xcbf29ce484222325ull;
+    if (!logits || !gen) { st = ll_err(LL_ERR_OOM, "bench: out of memory"); goto done; }
+    /* warm-up: module load, graph capture */
+    if ((st = bench_run(be, m, is_cuda, 256, 8, c.seed, &pts[0], gen, logits)) != LL_OK) goto done;
+    for (int i = 0; i < nl; i++) {
+        if (lens[i] > max_len) continue;
+        if ((st = bench_run(be, m, is_cuda, lens[i], c.decode_steps, c.seed, &pts[np], gen, logits)) != LL_OK) goto done;
+        fprintf(stderr, "lilac bench: len %6d: prefill %8.0f tok/s (%.1f TFLOP/s), decode %7.1f tok/s\n", lens[i], pts[np].prefill_tps,
+                pts[np].prefill_tflops, pts[np].decode_tps);
+        np++;
+    }
+    if ((st = bench_run(be, m, is_cuda, 4096, c.long_decode, c.seed, &ll, gen, logits)) != LL_OK) goto done;
+    for (int i = 0; i < c.long_decode; i++) digest = (digest ^ (uint64_t)(uint32_t)gen[i]) * 0x100000001b3ull;
+    fprintf(stderr, "lilac bench: 4096/%d: decode %.1f tok/s\n", c.long_decode, ll.decode_tps);
+    {
+        void *kd = NULL, *kp = NULL;
+        int nkd = 0, nkp = 0;
+#ifdef LILAC_CUDA
+        cuda_kernel_time *kdt = NULL, *kpt = NULL;
+        if (is_cuda) {
+            kdt = ll_calloc(64, sizeof(*kdt));
+            kpt = ll_calloc(64, sizeof(*kpt));
+            ll_seq *s = NULL;
+            int T = c.chunk < 4096 ? c.chunk : 4096;
+            int32_t *tok = ll_malloc(4096 * sizeof(int32_t));
+            if (kdt && kpt && tok && be->v->seq_new(be, 4096 + 64, &s) == LL_OK) {
+                uint64_t r = c.seed;
+                for (int i = 0; i < 4096; i++) tok[i] = (int32_t)(bench_rng(&r) % 1000);
+                if (cuda_backend_profile(be, s, tok, T, kpt, 64, &nkp) != LL_OK) fprintf(stderr, "lilac bench: %s\n", ll_errmsg());
+                if (T < 4096) be->v->forward(be, s, tok + T, 4096 - T, LL_LOGITS_NONE, NULL);
+                if (cuda_backend_profile(be, s, tok, 1, kdt, 64, &nkd) != LL_OK) fprintf(stderr, "lilac bench: %s\n", ll_errmsg());
+                be->v->seq_free(be, s);
+            }
+            ll_free(tok);
+            cuda_backend_info(be, &ci);
+            mem_peak = ci.mem_peak_bytes;
+            kd = kdt; kp = kpt;
+        }
+#endif
+        bench_write(stdout, NULL, &c, devname, be->v->name, m, pts, np, &ll, digest, bw, mem_peak, wbytes, dbytes, kd, nkd, kp, nkp);
+        if (c.outdir) {
+            char p1[1024], p2[1024];
+            mkdir(c.outdir, 0755);
+            snprintf(p1, sizeof(p1), "%s/bench.md", c.outdir);
+            snprintf(p2, sizeof(p2), "%s/bench.json", c.outdir);
+            FILE *f1 = fopen(p1, "w"), *f2 = fopen(p2, "w");
+            if (!f1 || !f2) { fprintf(stderr, "lilac bench: cannot write %s\n", p1); rc = 1; }
+            else bench_write(f1, f2, &c, devname, be->v->name, m, pts, np, &ll, digest, bw, mem_peak, wbytes, dbytes, kd, nkd, kp, nkp);
+            if (f1) fclose(f1);
+            if (f2) fclose(f2);
+        }
+        ll_free(kd);
+        ll_free(kp);
+    }
+done:
+    if (st != LL_OK) rc = cli_fail("bench", ll_errmsg());
+    ll_free(logits);
+    ll_free(gen);
+    ll_backend_free(be);
+    if (c.synthetic) qwen_model_free_synthetic(m); else qwen_model_free(m);
+    return rc;
+}
