@@ -207,6 +207,7 @@ static void stream_event(ll_resp *r, const ll_gen_event *ev, ll_strbuf *o) {
 }
 
 void ll_resp_event(ll_resp *r, const ll_gen_event *ev, ll_strbuf *out) {
+    if (ev->kind == LL_GEN_TOKEN) return; /* token ids are not part of the OpenAI responses */
     if (r->stream) {
         stream_event(r, ev, out);
         return;
@@ -223,6 +224,7 @@ void ll_resp_event(ll_resp *r, const ll_gen_event *ev, ll_strbuf *out) {
         if (r->n_tool_calls++) ll_strbuf_putc(&r->tool_calls, ',');
         put_tool_call(r, &r->tool_calls, ev, 0);
         break;
+    case LL_GEN_TOKEN: break;
     }
     if (r->logprobs && ev->n_logprobs) {
         put_chat_lp_items(r, &r->lp, ev, r->n_lp == 0);
