@@ -184,6 +184,7 @@ static int gen_event_cb(void *ud, const ll_gen_event *ev) {
         g->timed_out = 1;
         return 1;
     }
+    if (ev->kind == LL_GEN_TOKEN) return 0; /* only there so that cancellation is seen at every token */
     pthread_mutex_lock(&j->mu);
     if (j->req.stream && !j->begun) {
         ll_resp_begin(&j->resp, &j->out);
@@ -198,6 +199,9 @@ static int gen_event_cb(void *ud, const ll_gen_event *ev) {
 static void run_gen(ll_server *s, job *j) {
     gen_ctx g = {s, j, 0};
     j->req.gen.ns = j->ns[0] ? j->ns : NULL;
+    /* a callback for every token, not only for every text delta (the stop matcher and the tool
+     * parser can hold text back for many tokens): a cancel or timeout takes effect at the next token */
+    j->req.gen.emit_token_ids = 1;
     ll_status st = ll_engine_generate(s->engine, &j->req.gen, gen_event_cb, &g, &j->res);
     ll_api_error e;
     int cancel = atomic_load(&j->cancel);
