@@ -410,6 +410,38 @@ def test_routes_and_methods(server):
     assert r.status_code == 200
 
 
+def test_web_page_script(server, tmp_path):
+    """The page's script parses (node --check), and its SSE reader, run by node's fetch against
+    this server, reassembles a streamed answer."""
+    import re
+    import shutil
+    node = shutil.which("node")
+    if not node:
+        pytest.skip("node not installed")
+    page = raw(server, "GET", "/", key=None).text
+    script = re.search(r"<script>(.*)</script>", page, re.S).group(1)
+    (tmp_path / "page.js").write_text(script)
+    r = subprocess.run([node, "--check", str(tmp_path / "page.js")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    fn = re.search(r"async function readSSE\(.*?\n}\n", script, re.S).group(0)
+    body = json.dumps({"messages": user(), "stream": True, "stream_options": {"include_usage": True}})
+    (tmp_path / "sse.mjs").write_text(fn + f"""
+const res = await fetch({json.dumps(server.url + "/v1/chat/completions")}, {{method: "POST",
+  headers: {{"Content-Type": "application/json", "Authorization": "Bearer {KEY}"}}, body: {json.dumps(body)}}});
+let content = "", reasoning = "", usage = null;
+await readSSE(res, (c) => {{
+  if (c.usage) usage = c.usage;
+  const d = c.choices && c.choices[0] && c.choices[0].delta;
+  if (d && d.content) content += d.content;
+  if (d && d.reasoning_content) reasoning += d.reasoning_content;
+}});
+console.log(JSON.stringify({{content, reasoning, tokens: usage && usage.completion_tokens}}));
+""")
+    r = subprocess.run([node, str(tmp_path / "sse.mjs")], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == {"content": "Hello world!", "reasoning": "Let me think", "tokens": 9}
+
+
 def test_auth(server):
     body = {"messages": user(), **NO_THINK}
     r = raw(server, "POST", "/v1/chat/completions", body, key=None)
