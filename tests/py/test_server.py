@@ -172,6 +172,12 @@ def test_chat_prefix_reuse(client, model):
     # the snapshot taken at the end of the first prompt serves the second (all but its last token)
     assert r2.usage.prompt_tokens_details.cached_tokens == r2.usage.prompt_tokens - 1
     assert r2.choices[0].message.content == r1.choices[0].message.content
+    # the next turn of the conversation: only the new suffix is prefilled
+    msgs3 = msgs + [{"role": "assistant", "content": r1.choices[0].message.content},
+                    {"role": "user", "content": "and again"}]
+    r3 = client.chat.completions.create(model=model_id(model), messages=msgs3, extra_body=NO_THINK)
+    # (all of the first prompt but its 7-token generation turn: <|im_start|>assistant and the empty think block)
+    assert r3.usage.prompt_tokens_details.cached_tokens >= r1.usage.prompt_tokens - 7
 
 
 def test_sessions_isolated_per_key(model, tmp_path):
