@@ -661,7 +661,7 @@ def test_schemathesis(model, tmp_path):
                             "not_a_server_error,response_schema_conformance,status_code_conformance,"
                             "content_type_conformance", "-n", "8", "--seed", "1", "-w", "1",
                             "--request-timeout", "60", "--generation-database", "none"],
-                           capture_output=True, text=True, timeout=600)
+                           capture_output=True, text=True, timeout=600, cwd=tmp_path)  # its cache stays there
         assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     finally:
         assert s.stop() == 0
