@@ -59,6 +59,9 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -c -o $@ $<
 
+# the chat page is assembled into the binary (.incbin in webpage.c)
+$(BUILD)/src/server/webpage.o: web/index.html
+
 $(BUILD)/%.o: %.cu
 	@mkdir -p $(@D)
 	$(NVCC) $(NVFLAGS) -c -o $@ $<

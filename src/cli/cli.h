@@ -6,6 +6,7 @@ typedef int (*cli_cmd_fn)(int argc, char **argv); /* argv[0] is the subcommand n
 
 int cmd_info(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 int cmd_template(int argc, char **argv);

@@ -13,6 +13,7 @@ static const struct {
     /* keep one line per command; each helper adds its own line */
     {"info", cmd_info, "show a model's architecture, tensors, types and memory"},
     {"logits", cmd_logits, "write the logits of a token sequence to a safetensors file"},
+    {"serve", cmd_serve, "OpenAI-compatible HTTP server (chat, completions, models, metrics, web page)"},
     {"run", cmd_run, "generate from a prompt (raw text, token ids, or --chat)"},
     {"chat", cmd_chat, "interactive multi-turn chat with session save/load"},
     {"tokenize", cmd_tokenize, "print the token ids (or strings) of stdin as a JSON array"},

@@ -1,0 +1,180 @@
+/*
+ * cmd_serve.c — `lilac serve -m MODEL [options]`: loads the engine and runs the OpenAI-compatible
+ * server (src/server/) until SIGINT or SIGTERM, then shuts down gracefully.
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli.h"
+#include "server/server.h"
+
+#define MAX_KEYS 64
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: lilac serve -m MODEL [options]\n"
+            "  -m, --model PATH        model directory or file (tokenizer and chat template beside it)\n"
+            "  --tokenizer PATH        tokenizer.json (or its directory) to use instead\n"
+            "  --chat-template FILE    a .jinja chat template to use instead\n"
+            "  --backend NAME          cpu, cuda or auto (default auto)\n"
+            "  --host ADDR             bind address (default 127.0.0.1; 0.0.0.0 exposes the server)\n"
+            "  --port N                port (default 8080; 0 picks a free one)\n"
+            "  --api-key KEY           require 'Authorization: Bearer KEY' (also $LILAC_API_KEY)\n"
+            "  --api-key-file FILE     accepted keys, one per line (sessions are isolated per key)\n"
+            "  --alias NAME            a second model name that requests may use\n"
+            "  --ctx N                 context length per request (default: model max, at most 32768)\n"
+            "  --threads N             CPU threads (default: all)\n"
+            "  --parallel N            concurrent sequences (only 1 is supported: one engine worker)\n"
+            "  --max-queue N           requests waiting behind the running one; beyond: 429 (default 32)\n"
+            "  --timeout S             per-request time limit and HTTP idle timeout in seconds (default 600)\n"
+            "  --max-body BYTES        request body limit (default 16777216); beyond: 413\n"
+            "  --cors ORIGIN           allow browser calls from ORIGIN ('*' for any)\n"
+            "  --snapshot-mb N         memory for prefix snapshots in MiB\n"
+            "  --grace S               on shutdown, how long the running request may finish (default 5)\n");
+}
+
+/* Reads one key per line (blank lines and lines starting with '#' skipped) into keys[]. */
+static int read_key_file(const char *path, char **keys, int *n) {
+    FILE *f = fopen(path, "r");
+    if (!f) return ll_err(LL_ERR_IO, "--api-key-file %s: cannot open", path), -1;
+    char line[1024];
+    int lineno = 0;
+    while (fgets(line, sizeof(line), f)) {
+        lineno++;
+        size_t len = strlen(line);
+        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r' || line[len - 1] == ' ')) line[--len] = 0;
+        char *k = line;
+        while (*k == ' ' || *k == '\t') k++;
+        if (!*k || *k == '#') continue;
+        if (*n >= MAX_KEYS) {
+            fclose(f);
+            return ll_err(LL_ERR_INVALID, "--api-key-file %s: more than %d keys", path, MAX_KEYS), -1;
+        }
+        if (!(keys[(*n)++] = ll_strdup(k))) {
+            fclose(f);
+            return ll_err(LL_ERR_OOM, "out of memory"), -1;
+        }
+    }
+    fclose(f);
+    if (*n == 0) return ll_err(LL_ERR_INVALID, "--api-key-file %s: no keys in it", path), -1;
+    return 0;
+}
+
+static int parse_int(const char *opt, const char *v, long lo, long hi, long *out) {
+    char *end;
+    long x = strtol(v, &end, 10);
+    if (!*v || *end || x < lo || x > hi) {
+        ll_err(LL_ERR_INVALID, "%s: '%s' is not an integer in [%ld, %ld]", opt, v, lo, hi);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+int cmd_serve(int argc, char **argv) {
+    ll_engine_params ep = {0};
+    ll_server_params sp = {0};
+    sp.port = 8080;
+    sp.max_queue = 32;
+    sp.timeout_sec = 600;
+    char *keys[MAX_KEYS];
+    int n_keys = 0, rc = 1;
+    const char *key_file = NULL;
+    double grace = 5;
+    long x;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!v) {
+            usage(stderr);
+            fprintf(stderr, "lilac serve: %s needs a value\n", a);
+            return 2;
+        }
+        int bad = 0;
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) ep.model_path = v;
+        else if (!strcmp(a, "--tokenizer")) ep.tokenizer_path = v;
+        else if (!strcmp(a, "--chat-template")) ep.template_path = v;
+        else if (!strcmp(a, "--backend")) ep.backend = v;
+        else if (!strcmp(a, "--host")) sp.host = v;
+        else if (!strcmp(a, "--port")) bad = parse_int(a, v, 0, 65535, &x), sp.port = (int)x;
+        else if (!strcmp(a, "--api-key")) {
+            if (n_keys < MAX_KEYS && !(keys[n_keys++] = ll_strdup(v))) bad = -1;
+        } else if (!strcmp(a, "--api-key-file")) key_file = v;
+        else if (!strcmp(a, "--alias")) sp.alias = v;
+        else if (!strcmp(a, "--ctx")) bad = parse_int(a, v, 0, 1 << 24, &x), ep.n_ctx = (int32_t)x;
+        else if (!strcmp(a, "--threads")) bad = parse_int(a, v, 0, 4096, &x), ep.n_threads = (int32_t)x;
+        else if (!strcmp(a, "--parallel")) {
+            bad = parse_int(a, v, 1, 1024, &x);
+            if (!bad && x > 1) ll_log(LL_LOG_WARN, "--parallel %ld: requests run one at a time (one engine worker)", x);
+        } else if (!strcmp(a, "--max-queue")) bad = parse_int(a, v, 0, 1 << 20, &x), sp.max_queue = (int)x;
+        else if (!strcmp(a, "--timeout")) bad = parse_int(a, v, 1, 1 << 24, &x), sp.timeout_sec = (double)x;
+        else if (!strcmp(a, "--max-body")) bad = parse_int(a, v, 1024, 1L << 32, &x), sp.max_body = (size_t)x;
+        else if (!strcmp(a, "--cors")) sp.cors_origin = v;
+        else if (!strcmp(a, "--snapshot-mb")) bad = parse_int(a, v, 0, 1L << 24, &x), ep.snapshot_budget = (size_t)x << 20;
+        else if (!strcmp(a, "--grace")) bad = parse_int(a, v, 0, 3600, &x), grace = (double)x;
+        else {
+            usage(stderr);
+            fprintf(stderr, "lilac serve: unknown option %s\n", a);
+            goto out;
+        }
+        if (bad) {
+            cli_fail("serve", ll_errmsg()[0] ? ll_errmsg() : "out of memory");
+            goto out;
+        }
+        i++;
+    }
+    if (!ep.model_path) {
+        usage(stderr);
+        fprintf(stderr, "lilac serve: -m MODEL is required\n");
+        rc = 2;
+        goto out;
+    }
+    if (key_file && read_key_file(key_file, keys, &n_keys)) {
+        cli_fail("serve", ll_errmsg());
+        goto out;
+    }
+    const char *env_key = getenv("LILAC_API_KEY");
+    if (n_keys == 0 && env_key && *env_key && !(keys[n_keys++] = ll_strdup(env_key))) goto out;
+    sp.api_keys = (const char *const *)keys;
+    sp.n_api_keys = n_keys;
+
+    /* SIGINT/SIGTERM are taken by sigwait below. They are blocked before any thread exists (the
+     * engine's CPU pool, the HTTP threads, the worker), so every thread inherits the mask and a
+     * second signal during shutdown cannot land on a thread with the default (fatal) action. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    ll_engine *e = NULL;
+    ll_status st = ll_engine_open(&ep, &e);
+    if (st != LL_OK) {
+        cli_fail("serve", ll_errmsg());
+        goto out;
+    }
+    ll_server *srv = NULL;
+    st = ll_server_start(&sp, e, &srv);
+    if (st != LL_OK) {
+        cli_fail("serve", ll_errmsg());
+        ll_engine_close(e);
+        goto out;
+    }
+    ll_log(LL_LOG_INFO, "serving %s on http://%s:%d (context %d, %s, queue %d)", ll_engine_model_id(e),
+           sp.host ? sp.host : "127.0.0.1", ll_server_port(srv), (int)ll_engine_n_ctx(e),
+           n_keys ? "API key required" : "no API key", sp.max_queue);
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    ll_log(LL_LOG_INFO, "%s: shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    ll_server_stop(srv, grace);
+    ll_engine_close(e);
+    rc = 0;
+out:
+    for (int i = 0; i < n_keys; i++) ll_free(keys[i]);
+    return rc;
+}

@@ -1,0 +1,42 @@
+/*
+ * server.h — `lilac serve`: the OpenAI-compatible HTTP server (libmicrohttpd, one thread per
+ * connection) in front of one engine. One worker thread owns the engine and runs requests one at
+ * a time from a bounded FIFO (past it: 429 with Retry-After). A client that disconnects cancels
+ * its own request, and only its own, at the engine's next token.
+ *
+ * Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models[/{id}], GET /health,
+ * GET /metrics, POST /tokenize, POST /detokenize, GET / (the chat page). The /v1 routes are also
+ * served without the prefix. /health and / need no API key; everything else does when keys are set.
+ */
+#ifndef LILAC_SERVER_H
+#define LILAC_SERVER_H
+
+#include "runtime/engine.h"
+
+typedef struct ll_server_params {
+    const char *host;             /* bind address (NULL: 127.0.0.1) */
+    int port;                     /* 0: an ephemeral port (see ll_server_port) */
+    const char *const *api_keys;  /* [n_api_keys]; none: no authentication */
+    int n_api_keys;
+    const char *cors_origin;      /* Access-Control-Allow-Origin value, or NULL for no CORS */
+    const char *alias;            /* a second model name accepted in requests, or NULL */
+    int max_queue;                /* requests waiting behind the running one (< 0: default 32) */
+    double timeout_sec;           /* per request, from arrival, and HTTP idle timeout (<= 0: 600) */
+    size_t max_body;              /* request body limit in bytes (0: 16 MiB) */
+    int max_connections;          /* 0: 256 */
+} ll_server_params;
+
+typedef struct ll_server ll_server;
+
+/* Starts listening and the engine worker. The engine must stay open until ll_server_stop returns;
+ * the server calls it only from its worker thread. */
+ll_status ll_server_start(const ll_server_params *p, ll_engine *e, ll_server **out);
+int ll_server_port(const ll_server *s);
+/* Graceful shutdown: stops accepting, answers queued requests 503, lets the running one finish
+ * for up to grace_sec and then cancels it, waits for every connection, frees the server. */
+void ll_server_stop(ll_server *s, double grace_sec);
+
+/* The chat page served at / (NUL-terminated HTML with inline JS). */
+extern const char ll_web_index_html[];
+
+#endif
