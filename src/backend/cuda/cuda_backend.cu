@@ -384,14 +384,18 @@ static void prof_end(cu_backend *b, const char *name, double bytes, double flops
     default: GT_NU_CASE(GT_BF16, nu, fn, __VA_ARGS__); break;                               \
     }
 
+/* Rows per batch: about 8 units (4 for the wider Q6_K / BF16 units) of loads in flight per lane. */
+template <int WT, int NU> struct gemv_rb { static const int v = (WT == GT_Q4_K || WT == GT_Q8_0) ? (8 / NU) : (4 / NU > 0 ? 4 / NU : 1); };
+
 template <int WT, int NU> static void gemv_pf_launch(cu_backend *b, const gemv_args &a, size_t smem) {
+    constexpr int RB = gemv_rb<WT, NU>::v;
     int occ = 0;
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_gemv_pf<WT, NU>, GEMV_THREADS, smem);
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_gemv_pf<WT, NU, RB>, GEMV_THREADS, smem);
     if (occ < 1) occ = 1;
-    int rpw = 32 / gemv_lanes(a.K);
-    int need = (a.total_rows + (GEMV_THREADS / 32) * rpw - 1) / ((GEMV_THREADS / 32) * rpw);
+    int rpw = 32 / gemv_lanes(a.K), per_block = (GEMV_THREADS / 32) * rpw * RB;
+    int need = (a.total_rows + per_block - 1) / per_block;
     int grid = need < b->nsm * occ ? need : b->nsm * occ;
-    k_gemv_pf<WT, NU><<<grid, GEMV_THREADS, smem, b->st>>>(a);
+    k_gemv_pf<WT, NU, RB><<<grid, GEMV_THREADS, smem, b->st>>>(a);
 }
 
 static void launch_gemv(cu_backend *b, gemv_args &a, const char *name) {
@@ -415,12 +419,12 @@ static void launch_gemv(cu_backend *b, gemv_args &a, const char *name) {
 template <int WT, int NU> static void moe_gu_launch(cu_backend *b, const moe_args &ma) {
     int occ = 0;
     size_t sm1 = qact_smem_bytes(ma.H);
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_moe_gateup_pf<WT, NU>, GEMV_THREADS, sm1);
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_moe_gateup_pf<WT, NU>, MOE_GU_THREADS, sm1);
     if (occ < 1) occ = 1;
-    int kf = ma.k * ma.FF + ma.FS, rpw = 32 / gemv_lanes(ma.H);
-    int need = (kf + 16 * rpw - 1) / (16 * rpw);
+    int kf = ma.k * ma.FF + ma.FS, rpw = 32 / gemv_lanes(ma.H), per_block = (MOE_GU_THREADS / 32) * rpw * MOE_GU_RB;
+    int need = (kf + per_block - 1) / per_block;
     int grid = need < b->nsm * occ ? need : b->nsm * occ;
-    k_moe_gateup_pf<WT, NU><<<grid, GEMV_THREADS, sm1, b->st>>>(ma);
+    k_moe_gateup_pf<WT, NU><<<grid, MOE_GU_THREADS, sm1, b->st>>>(ma);
 }
 template <int WT, int NU> static void moe_down_launch(cu_backend *b, const moe_args &ma) {
     k_moe_down_pf<WT, NU><<<(ma.H + 7) / 8, MOE_DOWN_THREADS, qact_smem_bytes(ma.k * ma.FF + ma.FS), b->st>>>(ma);
@@ -473,7 +477,7 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
             k_attn_prep<<<dim3(NH + 2 * NKV, 1), HD, 0, b->st>>>(pa);
             prof_end(b, "attn.prep", 0, 0);
             attn_dec_args da = {b->q, kc, vc, s->part_o, s->part_ml, b->qg, b->att, s->d_pos, NH, NKV, HD, s->n_ctx, s->CH};
-            size_t smem = (size_t)(NH / NKV) * (HD + s->CH) * 4;
+            size_t smem = attn_decode_smem(NH / NKV, HD, s->CH);
             prof_begin(b);
             k_attn_decode<<<dim3(NKV, s->max_splits), 256, smem, b->st>>>(da);
             k_attn_combine<<<NH, ATT_COMB_THREADS, 0, b->st>>>(da);
@@ -967,6 +971,7 @@ static ll_status cu_init(cu_backend *b) {
     CU_TRY(cudaFuncSetAttribute(k_flash_prefill<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)flash_smem_bytes<64>()));
     CU_TRY(cudaFuncSetAttribute(k_gemv, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024));
     CU_TRY(cudaFuncSetAttribute(k_moe_down, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024));
+    CU_TRY(cudaFuncSetAttribute(k_attn_decode, cudaFuncAttributeMaxDynamicSharedMemorySize, 160 * 1024));
     LL_TRY(upload_mat(b, &m->tok_embd, 1, lazy, seed, &b->tok_embd));
     LL_TRY(upload_mat(b, &m->lm_head, 1, lazy, seed, &b->lm_head));
     double lm_bytes = b->weight_bytes - gmat_bytes(b->tok_embd);
