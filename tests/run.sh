@@ -19,7 +19,7 @@ for t in "$BUILD"/tests/test_*; do
     [ "$f" -gt 0 ] && failed_names+=("$name")
 done
 if [ -d tests/py ] && ls tests/py/test_*.py >/dev/null 2>&1; then
-    out=$(LILAC_BIN="$BUILD/lilac" python3 -m pytest -q tests/py 2>&1); rc=$?
+    out=$(LILAC_BIN="$BUILD/lilac" LILAC_QUANT_TOOL="${LILAC_QUANT_TOOL:-$BUILD/tests/tools/quant_tool}" python3 -m pytest -q tests/py 2>&1); rc=$?
     echo "$out" | sed 's/^/[pytest] /'
     line=$(echo "$out" | tail -n 1)
     p=$(echo "$line" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+' || echo 0)

@@ -13,6 +13,14 @@ static const struct {
     /* keep one line per command; each helper adds its own line */
     {"info", cmd_info, "show a model's architecture, tensors, types and memory"},
     {"logits", cmd_logits, "write the logits of a token sequence to a safetensors file"},
+    {"run", cmd_run, "generate from a prompt (raw text, token ids, or --chat)"},
+    {"chat", cmd_chat, "interactive multi-turn chat with session save/load"},
+    {"tokenize", cmd_tokenize, "print the token ids (or strings) of stdin as a JSON array"},
+    {"detokenize", cmd_detokenize, "print the text of a JSON array of token ids"},
+    {"template", cmd_template, "render a chat template for an OpenAI-style request"},
+    {"convert", cmd_convert, "convert an HF / MLX / GGUF model to a llama.cpp GGUF (bf16, q8_0, q6_k, q4_k_m, ...)"},
+    {"quantize", cmd_convert, "re-quantize a GGUF to another type"},
+    {"synth", cmd_synth, "write a model with random weights (any configuration, real tokenizer)"},
     {"bench", cmd_bench, "batch-1 prefill/decode throughput (synthetic or real model)"},
 };
 

@@ -9,7 +9,7 @@
 
 #include "../quant/quant.h"
 
-#define LL_MAX_DIMS 4
+#define LL_MAX_DIMS 8 /* safetensors checkpoints carry 5-D conv weights (vision tower); GGUF allows 4 */
 
 typedef struct ll_tensor {
     const char *name;              /* owned by the file/loader that produced it */

@@ -123,6 +123,11 @@ typedef struct qwen_model {
 ll_status qwen_model_load(const char *path, qwen_model **out);
 void qwen_model_free(qwen_model *m);
 
+/* A copy of `src` with every matrix whose rows are whole blocks of `type` re-quantized to it
+ * (others stay views of src). Norms and other small vectors are shared with src, which must
+ * outlive the result. Free with qwen_model_free. */
+ll_status qwen_model_requantize(const qwen_model *src, ll_type type, qwen_model **out);
+
 /* Checks every hyperparameter the graph uses; error names the field. */
 ll_status qwen_hparams_validate(const qwen_hparams *hp, const char *src);
 

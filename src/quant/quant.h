@@ -99,5 +99,9 @@ float quant_dot_row_q(ll_type t, const void *row, const void *act, int64_t n);
 /* Runtime CPU feature selection (AVX2/AVX-512/scalar); called once, idempotent. */
 void quant_init(void);
 const char *quant_simd_name(void);
+/* Test hook: nonzero forces the scalar reference kernels everywhere (quant_simd_name() then says
+ * "scalar"); 0 restores the SIMD kernels quant_init() selected. Not for use while other threads
+ * are inside quant_* calls. */
+void quant_force_scalar(int on);
 
 #endif

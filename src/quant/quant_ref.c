@@ -1,0 +1,570 @@
+/*
+ * quant_ref.c — scalar reference implementation of the block formats (dequantize, dot,
+ * quantize, the pre-quantized-activation dot) and the public entry points, which dispatch to
+ * the SIMD kernels that quant_init() selected (quant_x86.c) unless quant_force_scalar(1).
+ *
+ * Formats follow llama.cpp's ggml-common.h layouts; the formulas were checked against the
+ * `gguf` package's numpy dequantizers (tests/py/test_quant_gguf.py cross-checks them).
+ *
+ * K-quant quantization (our own method, see quant_fit_affine / quant_fit_symmetric):
+ *   every sub-block (32 elements for Q4_K/Q5_K, 16 for Q6_K) gets a scale (and for Q4_K/Q5_K a
+ *   non-negative min) chosen by a grid search over 21 candidate inverse scales around
+ *   nmax/range; for each candidate the integer codes are rounded and the scale/min refitted by
+ *   least squares, keeping the candidate with the smallest squared error. The per-sub-block
+ *   scales and mins are then quantized to 6 bits (Q4_K/Q5_K) or int8 (Q6_K) against
+ *   fp16-rounded super-block scales, and the codes are re-rounded with the final scales.
+ *   Measured RMSE / RMS(signal) on N(0,1) data (tests/test_quant.c checks bounds):
+ *   Q4_K 0.072, Q5_K 0.036, Q6_K 0.017, Q4_0 0.087, Q8_0 0.0054, Q8_K 0.0070, MLX4 0.090,
+ *   MLX8 0.0054 (64 blocks of 256; the fits use unweighted squared error).
+ */
+#include <math.h>
+#include <pthread.h>
+
+#include "quant_internal.h"
+
+/* ------------------------------------------------------------------ dispatch state */
+
+static quant_kernels g_fast;
+static int g_level = QUANT_SIMD_SCALAR;
+static int g_force_scalar;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void init_once(void) { g_level = quant_x86_install(&g_fast); }
+
+void quant_init(void) { pthread_once(&g_once, init_once); }
+
+void quant_force_scalar(int on) {
+    quant_init();
+    g_force_scalar = on;
+}
+
+const char *quant_simd_name(void) {
+    quant_init();
+    if (g_force_scalar) return "scalar";
+    return g_level == QUANT_SIMD_AVX512 ? "avx512" : g_level == QUANT_SIMD_AVX2 ? "avx2" : "scalar";
+}
+
+static const quant_kernels *fast(void) {
+    quant_init();
+    return g_force_scalar ? NULL : &g_fast;
+}
+
+/* ------------------------------------------------------------------ helpers */
+
+static inline float f16(uint16_t h) { return ll_f16_to_f32(h); }
+
+static inline int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* Round to nearest, ties to even (the default rounding mode). */
+static inline int rnd(float v) { return (int)lrintf(v); }
+
+/* ------------------------------------------------------------------ dequantize */
+
+static void dq_q4_0(const ll_block_q4_0 *b, float *y) {
+    float d = f16(b->d);
+    for (int j = 0; j < 16; j++) {
+        y[j] = d * (float)((b->qs[j] & 0xf) - 8);
+        y[j + 16] = d * (float)((b->qs[j] >> 4) - 8);
+    }
+}
+
+static void dq_q8_0(const ll_block_q8_0 *b, float *y) {
+    float d = f16(b->d);
+    for (int j = 0; j < 32; j++) y[j] = d * (float)b->qs[j];
+}
+
+static void dq_q4_K(const ll_block_q4_K *b, float *y) {
+    uint8_t sc[8], mn[8];
+    quant_k4_scales(b->scales, sc, mn);
+    float d = f16(b->d), dmin = f16(b->dmin);
+    for (int c = 0; c < 4; c++) { /* 64 elements: low nibbles, then high nibbles of 32 bytes */
+        const uint8_t *q = b->qs + 32 * c;
+        float d1 = d * sc[2 * c], m1 = dmin * mn[2 * c];
+        float d2 = d * sc[2 * c + 1], m2 = dmin * mn[2 * c + 1];
+        for (int l = 0; l < 32; l++) {
+            y[64 * c + l] = d1 * (float)(q[l] & 0xf) - m1;
+            y[64 * c + 32 + l] = d2 * (float)(q[l] >> 4) - m2;
+        }
+    }
+}
+
+static void dq_q5_K(const ll_block_q5_K *b, float *y) {
+    uint8_t sc[8], mn[8];
+    quant_k4_scales(b->scales, sc, mn);
+    float d = f16(b->d), dmin = f16(b->dmin);
+    for (int c = 0; c < 4; c++) { /* element 32*g+l takes bit g of qh[l] as its 5th bit */
+        const uint8_t *q = b->qs + 32 * c;
+        float d1 = d * sc[2 * c], m1 = dmin * mn[2 * c];
+        float d2 = d * sc[2 * c + 1], m2 = dmin * mn[2 * c + 1];
+        for (int l = 0; l < 32; l++) {
+            int h1 = (b->qh[l] >> (2 * c)) & 1, h2 = (b->qh[l] >> (2 * c + 1)) & 1;
+            y[64 * c + l] = d1 * (float)((q[l] & 0xf) | (h1 << 4)) - m1;
+            y[64 * c + 32 + l] = d2 * (float)((q[l] >> 4) | (h2 << 4)) - m2;
+        }
+    }
+}
+
+/* Q6_K element i of a half h (128 elements each): i = 32*g + l, g in 0..3:
+ * low 4 bits from ql[64h + l + 32*(g&1)] (low nibble for g<2, high for g>=2),
+ * high 2 bits from qh[32h + l] bits 2g..2g+1; scale index 8h + 2g + l/16. */
+static inline int q6_code(const ll_block_q6_K *b, int i) {
+    int h = i / 128, r = i % 128, g = r / 32, l = r % 32;
+    uint8_t lo = b->ql[64 * h + l + 32 * (g & 1)];
+    int q = (g < 2 ? lo & 0xf : lo >> 4) | (((b->qh[32 * h + l] >> (2 * g)) & 3) << 4);
+    return q - 32;
+}
+
+static void dq_q6_K(const ll_block_q6_K *b, float *y) {
+    float d = f16(b->d);
+    for (int i = 0; i < 256; i++) y[i] = d * (float)b->scales[i / 16] * (float)q6_code(b, i);
+}
+
+static void dq_q8_K(const ll_block_q8_K *b, float *y) {
+    for (int j = 0; j < 256; j++) y[j] = b->d * (float)b->qs[j];
+}
+
+static void dq_mlx4(const ll_block_mlx4 *b, float *y) {
+    float s = ll_bf16_to_f32(b->scale), z = ll_bf16_to_f32(b->bias);
+    for (int j = 0; j < 32; j++) {
+        y[2 * j] = s * (float)(b->qs[j] & 0xf) + z;
+        y[2 * j + 1] = s * (float)(b->qs[j] >> 4) + z;
+    }
+}
+
+static void dq_mlx8(const ll_block_mlx8 *b, float *y) {
+    float s = ll_bf16_to_f32(b->scale), z = ll_bf16_to_f32(b->bias);
+    for (int j = 0; j < 64; j++) y[j] = s * (float)b->qs[j] + z;
+}
+
+/* Dequantizes one block (quant_block_elems(t) elements). */
+static void dq_block(ll_type t, const void *blk, float *y) {
+    switch (t) {
+    case LL_TYPE_Q4_0: dq_q4_0(blk, y); break;
+    case LL_TYPE_Q8_0: dq_q8_0(blk, y); break;
+    case LL_TYPE_Q4_K: dq_q4_K(blk, y); break;
+    case LL_TYPE_Q5_K: dq_q5_K(blk, y); break;
+    case LL_TYPE_Q6_K: dq_q6_K(blk, y); break;
+    case LL_TYPE_Q8_K: dq_q8_K(blk, y); break;
+    case LL_TYPE_MLX4: dq_mlx4(blk, y); break;
+    case LL_TYPE_MLX8: dq_mlx8(blk, y); break;
+    default: LL_ABORT("quant: no block dequantizer for type %s", quant_type_name(t));
+    }
+}
+
+static int is_plain_float(ll_type t) { return t == LL_TYPE_F32 || t == LL_TYPE_F16 || t == LL_TYPE_BF16; }
+
+static int is_block_type(ll_type t) {
+    return t == LL_TYPE_Q4_0 || t == LL_TYPE_Q8_0 || t == LL_TYPE_Q4_K || t == LL_TYPE_Q5_K ||
+           t == LL_TYPE_Q6_K || t == LL_TYPE_Q8_K || t == LL_TYPE_MLX4 || t == LL_TYPE_MLX8;
+}
+
+static void ref_dequant_row(ll_type t, const void *src, float *dst, int64_t n) {
+    switch (t) {
+    case LL_TYPE_F32: memcpy(dst, src, (size_t)n * sizeof(float)); return;
+    case LL_TYPE_F16: {
+        const uint16_t *h = src;
+        for (int64_t i = 0; i < n; i++) dst[i] = f16(h[i]);
+        return;
+    }
+    case LL_TYPE_BF16: {
+        const uint16_t *h = src;
+        for (int64_t i = 0; i < n; i++) dst[i] = ll_bf16_to_f32(h[i]);
+        return;
+    }
+    default: break;
+    }
+    int64_t qk = quant_block_elems(t);
+    size_t bb = quant_block_bytes(t);
+    const uint8_t *p = src;
+    for (int64_t i = 0; i < n / qk; i++) dq_block(t, p + (size_t)i * bb, dst + i * qk);
+}
+
+void quant_dequant_row(ll_type t, const void *src, float *dst, int64_t n) {
+    LL_ASSERT(is_plain_float(t) || is_block_type(t));
+    LL_ASSERT(n >= 0 && n % quant_block_elems(t) == 0);
+    const quant_kernels *k = fast();
+    if (k && k->dequant[t]) { k->dequant[t](src, dst, n); return; }
+    ref_dequant_row(t, src, dst, n);
+}
+
+/* ------------------------------------------------------------------ dot with fp32 x */
+
+/* Reference: dequantize block by block, accumulate each block in fp32 and the row in double. */
+static float ref_dot_row(ll_type t, const void *row, const float *x, int64_t n) {
+    double acc = 0;
+    if (is_plain_float(t)) {
+        for (int64_t i0 = 0; i0 < n; i0 += 256) {
+            float y[256], s = 0;
+            int64_t m = LL_MIN(256, n - i0);
+            if (t == LL_TYPE_F32) memcpy(y, (const float *)row + i0, (size_t)m * sizeof(float));
+            else ref_dequant_row(t, (const uint16_t *)row + i0, y, m);
+            for (int64_t i = 0; i < m; i++) s += y[i] * x[i0 + i];
+            acc += s;
+        }
+        return (float)acc;
+    }
+    int64_t qk = quant_block_elems(t);
+    size_t bb = quant_block_bytes(t);
+    const uint8_t *p = row;
+    for (int64_t b = 0; b < n / qk; b++) {
+        float y[256], s = 0;
+        dq_block(t, p + (size_t)b * bb, y);
+        for (int64_t i = 0; i < qk; i++) s += y[i] * x[b * qk + i];
+        acc += s;
+    }
+    return (float)acc;
+}
+
+float quant_dot_row(ll_type t, const void *row, const float *x, int64_t n) {
+    LL_ASSERT(is_plain_float(t) || is_block_type(t));
+    LL_ASSERT(n >= 0 && n % quant_block_elems(t) == 0);
+    const quant_kernels *k = fast();
+    if (k && k->dot[t]) return k->dot[t](row, x, n);
+    return ref_dot_row(t, row, x, n);
+}
+
+/* ------------------------------------------------------------------ quantize */
+
+/* Q8_0 (byte-exact with llama.cpp's reference and gguf's numpy quantizer):
+ * d = amax/127, q = round-half-away(x/d). */
+static void qz_q8_0(const float *x, ll_block_q8_0 *b) {
+    float amax = 0;
+    for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+    float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+    b->d = ll_f32_to_f16(d);
+    for (int j = 0; j < 32; j++) b->qs[j] = (int8_t)roundf(x[j] * id);
+}
+
+/* Q4_0 (byte-exact with llama.cpp's reference and gguf's numpy quantizer): the element of
+ * largest magnitude maps to code 0 (value -8*d), d = max/-8, q = min(15, trunc(x/d + 8.5)). */
+static void qz_q4_0(const float *x, ll_block_q4_0 *b) {
+    float amax = 0, max = 0;
+    for (int j = 0; j < 32; j++)
+        if (fabsf(x[j]) > amax) { amax = fabsf(x[j]); max = x[j]; }
+    float d = max / -8.0f, id = d != 0 ? 1.0f / d : 0.0f;
+    b->d = ll_f32_to_f16(d);
+    for (int j = 0; j < 16; j++) {
+        int q0 = LL_MIN(15, (int)(int8_t)(x[j] * id + 8.5f));
+        int q1 = LL_MIN(15, (int)(int8_t)(x[j + 16] * id + 8.5f));
+        b->qs[j] = (uint8_t)(q0 | (q1 << 4));
+    }
+}
+
+/* Fits x[0..n) ≈ s*q - m with q in [0, nmax], s >= 0, m >= 0 (the K-quant sub-block model),
+ * minimising the squared error. Grid search over inverse scales around nmax/(max-min) with a
+ * least-squares refit of (s, m) for each rounding; returns s and writes *m. */
+static float quant_fit_affine(const float *x, int n, int nmax, float *m_out) {
+    float lo = 0, hi = x[0];
+    for (int i = 0; i < n; i++) { lo = fminf(lo, x[i]); hi = fmaxf(hi, x[i]); }
+    if (hi <= lo) { *m_out = -lo; return 0; } /* constant block at <= 0 */
+    float best_s = (hi - lo) / (float)nmax, best_b = lo, best_err = 0;
+    for (int i = 0; i < n; i++) {
+        float e = best_s * (float)clampi(rnd((x[i] - lo) / best_s), 0, nmax) + lo - x[i];
+        best_err += e * e;
+    }
+    for (int k = -10; k <= 10; k++) {
+        float is = ((float)nmax + 0.1f * (float)k) / (hi - lo);
+        double sq = 0, sx = 0, sqq = 0, sqx = 0;
+        for (int i = 0; i < n; i++) {
+            int q = clampi(rnd(is * (x[i] - lo)), 0, nmax);
+            sq += q; sx += x[i]; sqq += (double)q * q; sqx += (double)q * x[i];
+        }
+        double det = n * sqq - sq * sq;
+        if (det <= 0) continue;
+        double s = (n * sqx - sq * sx) / det, b = (sx - s * sq) / n;
+        if (b > 0) { b = 0; s = sqq > 0 ? sqx / sqq : 0; } /* the min must stay <= 0 */
+        if (s <= 0) continue;
+        float err = 0;
+        for (int i = 0; i < n; i++) {
+            float e = (float)s * (float)clampi(rnd((x[i] - (float)b) / (float)s), 0, nmax) + (float)b - x[i];
+            err += e * e;
+        }
+        if (err < best_err) { best_err = err; best_s = (float)s; best_b = (float)b; }
+    }
+    *m_out = -best_b;
+    return best_s;
+}
+
+/* Fits x[0..n) ≈ s*q with q in [-nmax, nmax-1] (Q6_K's sub-block model); s may be negative so
+ * that the largest magnitude can use the extra negative code. Same grid-and-refit search. */
+static float quant_fit_symmetric(const float *x, int n, int nmax) {
+    float amax = 0, max = 0;
+    for (int i = 0; i < n; i++)
+        if (fabsf(x[i]) > amax) { amax = fabsf(x[i]); max = x[i]; }
+    if (amax == 0) return 0;
+    float best_s = 0, best_err = INFINITY;
+    for (int k = -10; k <= 10; k++) {
+        float is = -((float)nmax + 0.1f * (float)k) / max;
+        double sqq = 0, sqx = 0;
+        for (int i = 0; i < n; i++) {
+            int q = clampi(rnd(is * x[i]), -nmax, nmax - 1);
+            sqq += (double)q * q; sqx += (double)q * x[i];
+        }
+        if (sqq <= 0) continue;
+        float s = (float)(sqx / sqq), err = 0;
+        for (int i = 0; i < n; i++) {
+            float e = s * (float)clampi(rnd(x[i] / s), -nmax, nmax - 1) - x[i];
+            err += e * e;
+        }
+        if (err < best_err) { best_err = err; best_s = s; }
+    }
+    return best_s;
+}
+
+/* Shared by Q4_K (nmax 15) and Q5_K (nmax 31): fits 8 sub-blocks of 32, quantizes their
+ * scales/mins to 6 bits, then writes the final codes into q[256]. */
+static void qz_k4_common(const float *x, int nmax, uint16_t *d_out, uint16_t *dmin_out, uint8_t scales[12],
+                         uint8_t q[256]) {
+    float s[8], m[8], smax = 0, mmax = 0;
+    for (int j = 0; j < 8; j++) {
+        s[j] = quant_fit_affine(x + 32 * j, 32, nmax, &m[j]);
+        smax = fmaxf(smax, s[j]);
+        mmax = fmaxf(mmax, m[j]);
+    }
+    uint16_t dh = ll_f32_to_f16(smax / 63.0f), mh = ll_f32_to_f16(mmax / 63.0f);
+    float d = f16(dh), dmin = f16(mh);
+    uint8_t sc[8], mn[8];
+    for (int j = 0; j < 8; j++) {
+        sc[j] = (uint8_t)(d > 0 ? clampi(rnd(s[j] / d), 0, 63) : 0);
+        mn[j] = (uint8_t)(dmin > 0 ? clampi(rnd(m[j] / dmin), 0, 63) : 0);
+    }
+    for (int j = 0; j < 4; j++) { /* inverse of quant_k4_scales */
+        scales[j] = (uint8_t)((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
+        scales[j + 4] = (uint8_t)((mn[j] & 63) | ((mn[j + 4] >> 4) << 6));
+        scales[j + 8] = (uint8_t)((sc[j + 4] & 0xf) | ((mn[j + 4] & 0xf) << 4));
+    }
+    for (int j = 0; j < 8; j++) {
+        float ds = d * sc[j], dm = dmin * mn[j];
+        for (int l = 0; l < 32; l++)
+            q[32 * j + l] = (uint8_t)(ds > 0 ? clampi(rnd((x[32 * j + l] + dm) / ds), 0, nmax) : 0);
+    }
+    *d_out = dh;
+    *dmin_out = mh;
+}
+
+static void qz_q4_K(const float *x, ll_block_q4_K *b) {
+    uint8_t q[256];
+    qz_k4_common(x, 15, &b->d, &b->dmin, b->scales, q);
+    for (int c = 0; c < 4; c++)
+        for (int l = 0; l < 32; l++) b->qs[32 * c + l] = (uint8_t)(q[64 * c + l] | (q[64 * c + 32 + l] << 4));
+}
+
+static void qz_q5_K(const float *x, ll_block_q5_K *b) {
+    uint8_t q[256];
+    qz_k4_common(x, 31, &b->d, &b->dmin, b->scales, q);
+    memset(b->qh, 0, sizeof(b->qh));
+    for (int c = 0; c < 4; c++)
+        for (int l = 0; l < 32; l++) {
+            int q1 = q[64 * c + l], q2 = q[64 * c + 32 + l];
+            b->qs[32 * c + l] = (uint8_t)((q1 & 0xf) | ((q2 & 0xf) << 4));
+            b->qh[l] |= (uint8_t)(((q1 >> 4) << (2 * c)) | ((q2 >> 4) << (2 * c + 1)));
+        }
+}
+
+static void qz_q6_K(const float *x, ll_block_q6_K *b) {
+    float s[16], smax = 0, sabs = 0;
+    for (int j = 0; j < 16; j++) {
+        s[j] = quant_fit_symmetric(x + 16 * j, 16, 32);
+        if (fabsf(s[j]) > sabs) { sabs = fabsf(s[j]); smax = s[j]; }
+    }
+    /* the largest |scale| maps to int8 -128, as the codes do with -32 */
+    uint16_t dh = ll_f32_to_f16(smax / -128.0f);
+    float d = f16(dh);
+    b->d = dh;
+    memset(b->ql, 0, sizeof(b->ql));
+    memset(b->qh, 0, sizeof(b->qh));
+    for (int j = 0; j < 16; j++) b->scales[j] = (int8_t)(d != 0 ? clampi(rnd(s[j] / d), -128, 127) : 0);
+    for (int i = 0; i < 256; i++) {
+        float ds = d * (float)b->scales[i / 16];
+        int q = (ds != 0 ? clampi(rnd(x[i] / ds), -32, 31) : 0) + 32;
+        int h = i / 128, r = i % 128, g = r / 32, l = r % 32;
+        b->ql[64 * h + l + 32 * (g & 1)] |= (uint8_t)((q & 0xf) << (g < 2 ? 0 : 4));
+        b->qh[32 * h + l] |= (uint8_t)((q >> 4) << (2 * g));
+    }
+}
+
+/* Q8_K (activations): symmetric, d = amax/127 in fp32, plus per-16 sums of the codes. */
+static void qz_q8_K(const float *x, ll_block_q8_K *b) {
+    float amax = 0;
+    for (int j = 0; j < 256; j++) amax = fmaxf(amax, fabsf(x[j]));
+    float d = amax / 127.0f, id = d != 0 ? 127.0f / amax : 0.0f;
+    b->d = d;
+    for (int j = 0; j < 256; j++) b->qs[j] = (int8_t)clampi(rnd(x[j] * id), -127, 127);
+    for (int g = 0; g < 16; g++) {
+        int s = 0;
+        for (int l = 0; l < 16; l++) s += b->qs[16 * g + l];
+        b->bsums[g] = (int16_t)s;
+    }
+}
+
+/* MLX affine (mx.quantize, mode "affine"): scale = (max - min) / (2^bits - 1), bias = min,
+ * q = round((w - bias) / scale). bias and scale are rounded to bf16 first so the codes are
+ * chosen against the values that will be stored. */
+static void qz_mlx(const float *x, int nmax, uint16_t *scale, uint16_t *bias, uint8_t *q) {
+    float lo = x[0], hi = x[0];
+    for (int j = 1; j < 64; j++) { lo = fminf(lo, x[j]); hi = fmaxf(hi, x[j]); }
+    uint16_t bh = ll_f32_to_bf16(lo);
+    float bv = ll_bf16_to_f32(bh);
+    uint16_t sh = ll_f32_to_bf16((hi - bv) / (float)nmax);
+    float sv = ll_bf16_to_f32(sh);
+    *scale = sh;
+    *bias = bh;
+    for (int j = 0; j < 64; j++) q[j] = (uint8_t)(sv > 0 ? clampi(rnd((x[j] - bv) / sv), 0, nmax) : 0);
+}
+
+static void qz_mlx4(const float *x, ll_block_mlx4 *b) {
+    uint8_t q[64];
+    qz_mlx(x, 15, &b->scale, &b->bias, q);
+    for (int j = 0; j < 32; j++) b->qs[j] = (uint8_t)(q[2 * j] | (q[2 * j + 1] << 4));
+}
+
+static void qz_mlx8(const float *x, ll_block_mlx8 *b) { qz_mlx(x, 255, &b->scale, &b->bias, b->qs); }
+
+size_t quant_quantize_row(ll_type t, const float *src, void *dst, int64_t n) {
+    LL_ASSERT(is_plain_float(t) || is_block_type(t));
+    LL_ASSERT(n >= 0 && n % quant_block_elems(t) == 0);
+    size_t bytes = quant_row_bytes(t, n);
+    switch (t) {
+    case LL_TYPE_F32: memcpy(dst, src, bytes); return bytes;
+    case LL_TYPE_F16:
+        for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = ll_f32_to_f16(src[i]);
+        return bytes;
+    case LL_TYPE_BF16:
+        for (int64_t i = 0; i < n; i++) ((uint16_t *)dst)[i] = ll_f32_to_bf16(src[i]);
+        return bytes;
+    default: break;
+    }
+    int64_t qk = quant_block_elems(t);
+    size_t bb = quant_block_bytes(t);
+    uint8_t *p = dst;
+    for (int64_t i = 0; i < n / qk; i++) {
+        const float *x = src + i * qk;
+        void *b = p + (size_t)i * bb;
+        switch (t) {
+        case LL_TYPE_Q4_0: qz_q4_0(x, b); break;
+        case LL_TYPE_Q8_0: qz_q8_0(x, b); break;
+        case LL_TYPE_Q4_K: qz_q4_K(x, b); break;
+        case LL_TYPE_Q5_K: qz_q5_K(x, b); break;
+        case LL_TYPE_Q6_K: qz_q6_K(x, b); break;
+        case LL_TYPE_Q8_K: qz_q8_K(x, b); break;
+        case LL_TYPE_MLX4: qz_mlx4(x, b); break;
+        case LL_TYPE_MLX8: qz_mlx8(x, b); break;
+        default: LL_ABORT("quant: cannot quantize to %s", quant_type_name(t));
+        }
+    }
+    return bytes;
+}
+
+/* ------------------------------------------------------------------ pre-quantized activations */
+
+ll_type quant_vec_dot_type(ll_type t) {
+    switch (t) {
+    case LL_TYPE_Q4_K: case LL_TYPE_Q5_K: case LL_TYPE_Q6_K: return LL_TYPE_Q8_K;
+    case LL_TYPE_Q4_0: case LL_TYPE_Q8_0: return LL_TYPE_Q8_0;
+    default: return LL_TYPE_F32;
+    }
+}
+
+size_t quant_act_bytes(ll_type t, int64_t n) { return quant_row_bytes(quant_vec_dot_type(t), n); }
+
+void quant_quantize_act(ll_type t, const float *x, void *act, int64_t n) {
+    ll_type at = quant_vec_dot_type(t);
+    LL_ASSERT(n >= 0 && n % quant_block_elems(t) == 0);
+    const quant_kernels *k = fast();
+    if (k && k->quant_act[at]) { k->quant_act[at](x, act, n); return; }
+    quant_quantize_row(at, x, act, n);
+}
+
+static float ref_dotq_q4_0(const ll_block_q4_0 *w, const ll_block_q8_0 *a, int64_t nb) {
+    float acc = 0;
+    for (int64_t b = 0; b < nb; b++) {
+        int s = 0;
+        for (int j = 0; j < 16; j++)
+            s += ((w[b].qs[j] & 0xf) - 8) * a[b].qs[j] + ((w[b].qs[j] >> 4) - 8) * a[b].qs[j + 16];
+        acc += f16(w[b].d) * f16(a[b].d) * (float)s;
+    }
+    return acc;
+}
+
+static float ref_dotq_q8_0(const ll_block_q8_0 *w, const ll_block_q8_0 *a, int64_t nb) {
+    float acc = 0;
+    for (int64_t b = 0; b < nb; b++) {
+        int s = 0;
+        for (int j = 0; j < 32; j++) s += w[b].qs[j] * a[b].qs[j];
+        acc += f16(w[b].d) * f16(a[b].d) * (float)s;
+    }
+    return acc;
+}
+
+/* Q4_K/Q5_K · Q8_K = sum_j d*sc_j*sum(q*a) - dmin*m_j*sum(a), sum(a) from the bsums. */
+static float ref_dotq_q4_K(const ll_block_q4_K *w, const ll_block_q8_K *a, int64_t nb) {
+    float acc = 0;
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t sc[8], mn[8];
+        quant_k4_scales(w[b].scales, sc, mn);
+        int sq = 0, sm = 0;
+        for (int j = 0; j < 8; j++) {
+            const uint8_t *q = w[b].qs + 32 * (j / 2);
+            int s = 0;
+            for (int l = 0; l < 32; l++) s += ((j & 1) ? q[l] >> 4 : q[l] & 0xf) * a[b].qs[32 * j + l];
+            sq += sc[j] * s;
+            sm += mn[j] * (a[b].bsums[2 * j] + a[b].bsums[2 * j + 1]);
+        }
+        acc += a[b].d * (f16(w[b].d) * (float)sq - f16(w[b].dmin) * (float)sm);
+    }
+    return acc;
+}
+
+static float ref_dotq_q5_K(const ll_block_q5_K *w, const ll_block_q8_K *a, int64_t nb) {
+    float acc = 0;
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t sc[8], mn[8];
+        quant_k4_scales(w[b].scales, sc, mn);
+        int sq = 0, sm = 0;
+        for (int j = 0; j < 8; j++) {
+            const uint8_t *q = w[b].qs + 32 * (j / 2);
+            int s = 0;
+            for (int l = 0; l < 32; l++) {
+                int v = ((j & 1) ? q[l] >> 4 : q[l] & 0xf) | (((w[b].qh[l] >> j) & 1) << 4);
+                s += v * a[b].qs[32 * j + l];
+            }
+            sq += sc[j] * s;
+            sm += mn[j] * (a[b].bsums[2 * j] + a[b].bsums[2 * j + 1]);
+        }
+        acc += a[b].d * (f16(w[b].d) * (float)sq - f16(w[b].dmin) * (float)sm);
+    }
+    return acc;
+}
+
+static float ref_dotq_q6_K(const ll_block_q6_K *w, const ll_block_q8_K *a, int64_t nb) {
+    float acc = 0;
+    for (int64_t b = 0; b < nb; b++) {
+        int sq = 0;
+        for (int g = 0; g < 16; g++) {
+            int s = 0;
+            for (int l = 0; l < 16; l++) s += q6_code(&w[b], 16 * g + l) * a[b].qs[16 * g + l];
+            sq += w[b].scales[g] * s;
+        }
+        acc += a[b].d * f16(w[b].d) * (float)sq;
+    }
+    return acc;
+}
+
+static float ref_dot_row_q(ll_type t, const void *row, const void *act, int64_t n) {
+    switch (t) {
+    case LL_TYPE_Q4_0: return ref_dotq_q4_0(row, act, n / LL_QK4_0);
+    case LL_TYPE_Q8_0: return ref_dotq_q8_0(row, act, n / LL_QK8_0);
+    case LL_TYPE_Q4_K: return ref_dotq_q4_K(row, act, n / LL_QK_K);
+    case LL_TYPE_Q5_K: return ref_dotq_q5_K(row, act, n / LL_QK_K);
+    case LL_TYPE_Q6_K: return ref_dotq_q6_K(row, act, n / LL_QK_K);
+    default: return quant_dot_row(t, row, act, n); /* F32 activations */
+    }
+}
+
+float quant_dot_row_q(ll_type t, const void *row, const void *act, int64_t n) {
+    LL_ASSERT(is_plain_float(t) || is_block_type(t));
+    LL_ASSERT(n >= 0 && n % quant_block_elems(t) == 0);
+    const quant_kernels *k = fast();
+    if (k && k->dot_q[t]) return k->dot_q[t](row, act, n);
+    return ref_dot_row_q(t, row, act, n);
+}

@@ -1,0 +1,639 @@
+/*
+ * quant_x86.c — AVX2/FMA (and AVX-512 VNNI where it pays) kernels for the block formats,
+ * selected at run time by quant_x86_install() with __builtin_cpu_supports. Each kernel is
+ * compiled for its ISA with __attribute__((target)), so the library itself builds without
+ * -march flags and runs on any x86-64; on other CPUs (or other architectures) the table stays
+ * empty and quant_ref.c's scalar code runs.
+ *
+ * Decode (matrix-vector) uses integer dots against activations quantized once: K-quants against
+ * Q8_K (maddubs: u8 codes x s8 activations -> s16 pairs, madd by the sub-block scale -> s32),
+ * Q4_0/Q8_0 against Q8_0 (sign trick so maddubs sees |w| and sign-adjusted activations). The
+ * K-quant mins and Q6_K's -32 offset are folded in with the activation block sums (bsums), so
+ * the inner loops only handle unsigned codes.
+ *
+ * Dequantization kernels compute exactly the scalar expressions (mul then sub, no FMA), so
+ * they are bit-identical to the reference; the fp32 dots differ only in summation order.
+ */
+#include "quant_internal.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+
+#include <immintrin.h>
+#include <stdlib.h>
+
+#define T_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define T_VNNI __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")))
+
+/* ------------------------------------------------------------------ helpers */
+
+T_AVX2 static inline float hsum_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+T_AVX2 static inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+/* 8 bf16 -> 8 fp32 */
+T_AVX2 static inline __m256 bf16x8(const uint16_t *p) {
+    __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+
+/* Unpacked scales and mins of a Q4_K/Q5_K block (see quant_k4_scales), via 32-bit masks. */
+static inline void k4_scales_fast(const uint8_t s[12], uint8_t sc[8], uint8_t mn[8]) {
+    uint32_t u[3], o[4];
+    memcpy(u, s, 12);
+    o[0] = u[0] & 0x3f3f3f3fu;
+    o[1] = (u[2] & 0x0f0f0f0fu) | ((u[0] >> 2) & 0x30303030u);
+    o[2] = u[1] & 0x3f3f3f3fu;
+    o[3] = ((u[2] >> 4) & 0x0f0f0f0fu) | ((u[1] >> 2) & 0x30303030u);
+    memcpy(sc, o, 8);
+    memcpy(mn, o + 2, 8);
+}
+
+/* ------------------------------------------------------------------ K-quant code unpacking */
+
+/* Q4_K codes of 64-element chunk c: elements 64c..64c+31 (lo), 64c+32..64c+63 (hi). */
+T_AVX2 static inline void q4k_chunk(const ll_block_q4_K *b, int c, __m256i *lo, __m256i *hi) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * c));
+    *lo = _mm256_and_si256(q, m4);
+    *hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+}
+
+/* Q5_K: as Q4_K plus bit (2c) / (2c+1) of qh[l] as the 5th bit. */
+T_AVX2 static inline void q5k_chunk(const ll_block_q5_K *b, __m256i qh, int c, __m256i *lo, __m256i *hi) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), b4 = _mm256_set1_epi8(0x10);
+    __m256i q = _mm256_loadu_si256((const __m256i *)(b->qs + 32 * c));
+    __m256i k1 = _mm256_set1_epi8((char)(1 << (2 * c))), k2 = _mm256_set1_epi8((char)(2 << (2 * c)));
+    __m256i h1 = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, k1), k1), b4);
+    __m256i h2 = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, k2), k2), b4);
+    *lo = _mm256_or_si256(_mm256_and_si256(q, m4), h1);
+    *hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 4), m4), h2);
+}
+
+/* Q6_K unsigned codes (0..63) of half h: q[k] = elements 128h + 32k .. +31. */
+T_AVX2 static inline void q6k_half(const ll_block_q6_K *b, int h, __m256i q[4]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x30);
+    __m256i l0 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h));
+    __m256i l1 = _mm256_loadu_si256((const __m256i *)(b->ql + 64 * h + 32));
+    __m256i hb = _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h));
+    /* 16-bit shifts leak bits across byte boundaries only into positions the masks clear */
+    q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m2));
+    q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m2));
+    q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(hb, m2));
+    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                           _mm256_and_si256(_mm256_srli_epi16(hb, 2), m2));
+}
+
+/* pshufb masks: group G (32 elements) of a Q6_K block uses scales 2G (first 16) and 2G+1. */
+static const uint8_t k_q6_scale_shuf[8][16] = {
+    {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1},          {2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3},
+    {4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5},          {6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7},
+    {8, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 9, 9, 9, 9, 9},          {10, 10, 10, 10, 10, 10, 10, 10, 11, 11, 11, 11, 11, 11, 11, 11},
+    {12, 12, 12, 12, 12, 12, 12, 12, 13, 13, 13, 13, 13, 13, 13, 13},
+    {14, 14, 14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15, 15},
+};
+
+/* ------------------------------------------------------------------ integer dots (decode) */
+
+/* Scales and mins of a Q4_K/Q5_K block as 8 int16 each: .sc in int16 lanes 0-7 of both
+ * 128-bit halves (for pshufb broadcasts), .mn duplicated pairwise (mn0 mn0 mn1 mn1 ...) to
+ * meet the 16 bsums in one madd. */
+T_AVX2 static inline void k4_scale_vecs(const uint8_t s[12], __m256i *sc, __m256i *mn2) {
+    uint32_t u[3];
+    memcpy(u, s, 12);
+    uint32_t s0 = u[0] & 0x3f3f3f3fu, s1 = (u[2] & 0x0f0f0f0fu) | ((u[0] >> 2) & 0x30303030u);
+    uint32_t m0 = u[1] & 0x3f3f3f3fu, m1 = ((u[2] >> 4) & 0x0f0f0f0fu) | ((u[1] >> 2) & 0x30303030u);
+    __m128i v = _mm_set_epi32((int)m1, (int)m0, (int)s1, (int)s0);
+    *sc = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(v));
+    __m128i m = _mm_unpackhi_epi8(v, v); /* mn0 mn0 mn1 mn1 ... as bytes */
+    *mn2 = _mm256_cvtepu8_epi16(m);
+}
+
+/* pshufb masks selecting int16 lane j of a register into every int16 lane */
+static const uint8_t k_bcast16[8][32] = {
+#define B16(j) {2*j,2*j+1,2*j,2*j+1,2*j,2*j+1,2*j,2*j+1,2*j,2*j+1,2*j,2*j+1,2*j,2*j+1,2*j,2*j+1, \
+                2*j,2*j+1,2*j,2*j+1,2*j,2*j+1,2*j,2*j+1,2*j,2*j+1,2*j,2*j+1,2*j,2*j+1,2*j,2*j+1}
+    B16(0), B16(1), B16(2), B16(3), B16(4), B16(5), B16(6), B16(7),
+#undef B16
+};
+
+#define PREFETCH_AHEAD 640 /* bytes of the weight row to request ahead of use */
+
+T_AVX2 static float avx2_dotq_q4_K(const void *row, const void *act, int64_t n) {
+    const ll_block_q4_K *w = row;
+    const ll_block_q8_K *a = act;
+    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    for (int64_t b = 0; b < n / LL_QK_K; b++) {
+        _mm_prefetch((const char *)&w[b] + PREFETCH_AHEAD, _MM_HINT_T0);
+        _mm_prefetch((const char *)&w[b] + PREFETCH_AHEAD + 64, _MM_HINT_T0);
+        _mm_prefetch((const char *)&w[b] + PREFETCH_AHEAD + 128, _MM_HINT_T0);
+        __m256i sc, mn2;
+        k4_scale_vecs(w[b].scales, &sc, &mn2);
+        float da = a[b].d;
+        __m256i pm = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[b].bsums), mn2);
+        accm = _mm256_fmadd_ps(_mm256_set1_ps(da * h2f(w[b].dmin)), _mm256_cvtepi32_ps(pm), accm);
+        __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            __m256i q = _mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * c));
+            __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(a[b].qs + 64 * c)));
+            __m256i p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(a[b].qs + 64 * c + 32)));
+            __m256i c0 = _mm256_shuffle_epi8(sc, _mm256_loadu_si256((const __m256i *)k_bcast16[2 * c]));
+            __m256i c1 = _mm256_shuffle_epi8(sc, _mm256_loadu_si256((const __m256i *)k_bcast16[2 * c + 1]));
+            s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(p0, c0));
+            s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(p1, c1));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(da * h2f(w[b].d)), _mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1)), acc);
+    }
+    return hsum_ps(_mm256_sub_ps(acc, accm));
+}
+
+T_AVX2 static float avx2_dotq_q5_K(const void *row, const void *act, int64_t n) {
+    const ll_block_q5_K *w = row;
+    const ll_block_q8_K *a = act;
+    __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / LL_QK_K; b++) {
+        uint8_t sc[8], mn[8];
+        k4_scales_fast(w[b].scales, sc, mn);
+        float d = a[b].d * h2f(w[b].d), dmin = a[b].d * h2f(w[b].dmin);
+        __m128i m8 = _mm_loadl_epi64((const __m128i *)mn);
+        __m256i m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+        __m256i pm = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[b].bsums), m16);
+        accm = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(pm), accm);
+        __m256i qh = _mm256_loadu_si256((const __m256i *)w[b].qh);
+        __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+        for (int c = 0; c < 4; c++) {
+            __m256i lo, hi;
+            q5k_chunk(&w[b], qh, c, &lo, &hi);
+            __m256i p0 = _mm256_maddubs_epi16(lo, _mm256_loadu_si256((const __m256i *)(a[b].qs + 64 * c)));
+            __m256i p1 = _mm256_maddubs_epi16(hi, _mm256_loadu_si256((const __m256i *)(a[b].qs + 64 * c + 32)));
+            s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(p0, _mm256_set1_epi16(sc[2 * c])));
+            s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(p1, _mm256_set1_epi16(sc[2 * c + 1])));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(_mm256_add_epi32(s0, s1)), acc);
+    }
+    return hsum_ps(_mm256_sub_ps(acc, accm));
+}
+
+T_AVX2 static float avx2_dotq_q6_K(const void *row, const void *act, int64_t n) {
+    const ll_block_q6_K *w = row;
+    const ll_block_q8_K *a = act;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / LL_QK_K; b++) {
+        __m128i sc8 = _mm_loadu_si128((const __m128i *)w[b].scales);
+        /* the -32 code offset: -32 * sum_g sc[g] * bsums[g] */
+        __m256i off = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[b].bsums), _mm256_cvtepi8_epi16(sc8));
+        __m256i s0 = _mm256_setzero_si256(), s1 = _mm256_setzero_si256();
+        for (int h = 0; h < 2; h++) {
+            __m256i q[4];
+            q6k_half(&w[b], h, q);
+            for (int k = 0; k < 4; k++) {
+                int g = 4 * h + k;
+                __m256i p = _mm256_maddubs_epi16(q[k], _mm256_loadu_si256((const __m256i *)(a[b].qs + 32 * g)));
+                __m256i sv = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, _mm_loadu_si128((const __m128i *)k_q6_scale_shuf[g])));
+                if (k & 1) s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(p, sv));
+                else s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(p, sv));
+            }
+        }
+        __m256i si = _mm256_sub_epi32(_mm256_add_epi32(s0, s1), _mm256_slli_epi32(off, 5));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(a[b].d * h2f(w[b].d)), _mm256_cvtepi32_ps(si), acc);
+    }
+    return hsum_ps(acc);
+}
+
+/* signed x signed 32-element dot -> 8 int32 partial sums */
+T_AVX2 static inline __m256i dot_s8(__m256i x, __m256i y) {
+    __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
+T_AVX2 static float avx2_dotq_q8_0(const void *row, const void *act, int64_t n) {
+    const ll_block_q8_0 *w = row, *a = act;
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    int64_t nb = n / LL_QK8_0, b = 0;
+    for (; b + 1 < nb; b += 2) {
+        __m256i p0 = dot_s8(_mm256_loadu_si256((const __m256i *)w[b].qs), _mm256_loadu_si256((const __m256i *)a[b].qs));
+        __m256i p1 = dot_s8(_mm256_loadu_si256((const __m256i *)w[b + 1].qs),
+                            _mm256_loadu_si256((const __m256i *)a[b + 1].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b].d) * h2f(a[b].d)), _mm256_cvtepi32_ps(p0), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b + 1].d) * h2f(a[b + 1].d)), _mm256_cvtepi32_ps(p1), acc1);
+    }
+    for (; b < nb; b++) {
+        __m256i p0 = dot_s8(_mm256_loadu_si256((const __m256i *)w[b].qs), _mm256_loadu_si256((const __m256i *)a[b].qs));
+        acc0 = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b].d) * h2f(a[b].d)), _mm256_cvtepi32_ps(p0), acc0);
+    }
+    return hsum_ps(_mm256_add_ps(acc0, acc1));
+}
+
+/* 32 Q4_0 codes as signed bytes (-8..7), in element order */
+T_AVX2 static inline __m256i q4_0_codes(const ll_block_q4_0 *b) {
+    __m128i q = _mm_loadu_si128((const __m128i *)b->qs);
+    __m128i m4 = _mm_set1_epi8(0x0f);
+    __m256i v = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(q, 4), m4), _mm_and_si128(q, m4));
+    return _mm256_sub_epi8(v, _mm256_set1_epi8(8));
+}
+
+T_AVX2 static float avx2_dotq_q4_0(const void *row, const void *act, int64_t n) {
+    const ll_block_q4_0 *w = row;
+    const ll_block_q8_0 *a = act;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / LL_QK4_0; b++) {
+        __m256i p = dot_s8(q4_0_codes(&w[b]), _mm256_loadu_si256((const __m256i *)a[b].qs));
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b].d) * h2f(a[b].d)), _mm256_cvtepi32_ps(p), acc);
+    }
+    return hsum_ps(acc);
+}
+
+/* ------------------------------------------------------------------ fp32-activation dots */
+
+T_AVX2 static float avx2_dot_f32(const void *row, const float *x, int64_t n) {
+    const float *w = row;
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
+        a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);
+        a3 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 24), _mm256_loadu_ps(x + i + 24), a3);
+    }
+    float s = hsum_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    for (; i < n; i++) s += w[i] * x[i];
+    return s;
+}
+
+T_AVX2 static float avx2_dot_bf16(const void *row, const float *x, int64_t n) {
+    const uint16_t *w = row;
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        a0 = _mm256_fmadd_ps(bf16x8(w + i), _mm256_loadu_ps(x + i), a0);
+        a1 = _mm256_fmadd_ps(bf16x8(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
+        a2 = _mm256_fmadd_ps(bf16x8(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);
+        a3 = _mm256_fmadd_ps(bf16x8(w + i + 24), _mm256_loadu_ps(x + i + 24), a3);
+    }
+    float s = hsum_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+    for (; i < n; i++) s += ll_bf16_to_f32(w[i]) * x[i];
+    return s;
+}
+
+T_AVX2 static float avx2_dot_f16(const void *row, const float *x, int64_t n) {
+    const uint16_t *w = row;
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        a0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + i))), _mm256_loadu_ps(x + i), a0);
+        a1 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + i + 8))), _mm256_loadu_ps(x + i + 8), a1);
+    }
+    float s = hsum_ps(_mm256_add_ps(a0, a1));
+    for (; i < n; i++) s += h2f(w[i]) * x[i];
+    return s;
+}
+
+/* sum over 32 elements of codes (signed bytes) times x, as 8 partial sums */
+T_AVX2 static inline __m256 dot32_s8(__m256i q, const float *x, __m256 acc) {
+    __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo)), _mm256_loadu_ps(x), acc);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8))), _mm256_loadu_ps(x + 8), acc);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi)), _mm256_loadu_ps(x + 16), acc);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8))), _mm256_loadu_ps(x + 24), acc);
+    return acc;
+}
+
+T_AVX2 static inline __m256 sum32(const float *x) {
+    return _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(x), _mm256_loadu_ps(x + 8)),
+                         _mm256_add_ps(_mm256_loadu_ps(x + 16), _mm256_loadu_ps(x + 24)));
+}
+
+T_AVX2 static float avx2_dot_q8_0(const void *row, const float *x, int64_t n) {
+    const ll_block_q8_0 *w = row;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / LL_QK8_0; b++) {
+        __m256 s = dot32_s8(_mm256_loadu_si256((const __m256i *)w[b].qs), x + 32 * b, _mm256_setzero_ps());
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b].d)), s, acc);
+    }
+    return hsum_ps(acc);
+}
+
+T_AVX2 static float avx2_dot_q4_0(const void *row, const float *x, int64_t n) {
+    const ll_block_q4_0 *w = row;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / LL_QK4_0; b++) {
+        __m256 s = dot32_s8(q4_0_codes(&w[b]), x + 32 * b, _mm256_setzero_ps());
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(h2f(w[b].d)), s, acc);
+    }
+    return hsum_ps(acc);
+}
+
+/* K-quants with fp32 x: per sub-block of 32, (d*sc)*sum(q*x) - (dmin*mn)*sum(x). Codes < 128,
+ * so the unsigned bytes can go through the signed widening. */
+T_AVX2 static float avx2_dot_q4_K(const void *row, const float *x, int64_t n) {
+    const ll_block_q4_K *w = row;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / LL_QK_K; b++, x += LL_QK_K) {
+        uint8_t sc[8], mn[8];
+        k4_scales_fast(w[b].scales, sc, mn);
+        float d = h2f(w[b].d), dmin = h2f(w[b].dmin);
+        for (int c = 0; c < 4; c++) {
+            __m256i lo, hi;
+            q4k_chunk(&w[b], c, &lo, &hi);
+            __m256 s0 = dot32_s8(lo, x + 64 * c, _mm256_setzero_ps());
+            __m256 s1 = dot32_s8(hi, x + 64 * c + 32, _mm256_setzero_ps());
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d * sc[2 * c]), s0, acc);
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d * sc[2 * c + 1]), s1, acc);
+            acc = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * mn[2 * c]), sum32(x + 64 * c), acc);
+            acc = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * mn[2 * c + 1]), sum32(x + 64 * c + 32), acc);
+        }
+    }
+    return hsum_ps(acc);
+}
+
+T_AVX2 static float avx2_dot_q5_K(const void *row, const float *x, int64_t n) {
+    const ll_block_q5_K *w = row;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / LL_QK_K; b++, x += LL_QK_K) {
+        uint8_t sc[8], mn[8];
+        k4_scales_fast(w[b].scales, sc, mn);
+        float d = h2f(w[b].d), dmin = h2f(w[b].dmin);
+        __m256i qh = _mm256_loadu_si256((const __m256i *)w[b].qh);
+        for (int c = 0; c < 4; c++) {
+            __m256i lo, hi;
+            q5k_chunk(&w[b], qh, c, &lo, &hi);
+            __m256 s0 = dot32_s8(lo, x + 64 * c, _mm256_setzero_ps());
+            __m256 s1 = dot32_s8(hi, x + 64 * c + 32, _mm256_setzero_ps());
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d * sc[2 * c]), s0, acc);
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d * sc[2 * c + 1]), s1, acc);
+            acc = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * mn[2 * c]), sum32(x + 64 * c), acc);
+            acc = _mm256_fnmadd_ps(_mm256_set1_ps(dmin * mn[2 * c + 1]), sum32(x + 64 * c + 32), acc);
+        }
+    }
+    return hsum_ps(acc);
+}
+
+/* sum over 16 signed-byte codes times x (one Q6_K scale group) */
+T_AVX2 static inline __m256 dot16_s8(__m128i q, const float *x) {
+    __m256 a = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), _mm256_loadu_ps(x));
+    return _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(q, 8))), _mm256_loadu_ps(x + 8), a);
+}
+
+T_AVX2 static float avx2_dot_q6_K(const void *row, const float *x, int64_t n) {
+    const ll_block_q6_K *w = row;
+    __m256 acc = _mm256_setzero_ps();
+    const __m256i k32 = _mm256_set1_epi8(32);
+    for (int64_t b = 0; b < n / LL_QK_K; b++, x += LL_QK_K) {
+        float d = h2f(w[b].d);
+        for (int h = 0; h < 2; h++) {
+            __m256i q[4];
+            q6k_half(&w[b], h, q);
+            for (int k = 0; k < 4; k++) {
+                int g = 4 * h + k; /* elements 32g..32g+31, scales 2g and 2g+1 */
+                __m256i s = _mm256_sub_epi8(q[k], k32);
+                __m256 p0 = dot16_s8(_mm256_castsi256_si128(s), x + 32 * g);
+                __m256 p1 = dot16_s8(_mm256_extracti128_si256(s, 1), x + 32 * g + 16);
+                acc = _mm256_fmadd_ps(_mm256_set1_ps(d * (float)w[b].scales[2 * g]), p0, acc);
+                acc = _mm256_fmadd_ps(_mm256_set1_ps(d * (float)w[b].scales[2 * g + 1]), p1, acc);
+            }
+        }
+    }
+    return hsum_ps(acc);
+}
+
+/* MLX: per group of 64, scale*sum(q*x) + bias*sum(x). */
+T_AVX2 static float avx2_dot_mlx4(const void *row, const float *x, int64_t n) {
+    const ll_block_mlx4 *w = row;
+    __m256 acc = _mm256_setzero_ps();
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    for (int64_t b = 0; b < n / LL_QK_MLX; b++, x += LL_QK_MLX) {
+        __m256 sq = _mm256_setzero_ps(), sx = _mm256_setzero_ps();
+        for (int h = 0; h < 2; h++) { /* 16 bytes -> elements 32h..32h+31 */
+            __m128i q = _mm_loadu_si128((const __m128i *)(w[b].qs + 16 * h));
+            __m128i lo = _mm_and_si128(q, m4), hi = _mm_and_si128(_mm_srli_epi16(q, 4), m4);
+            __m256i v = _mm256_set_m128i(_mm_unpackhi_epi8(lo, hi), _mm_unpacklo_epi8(lo, hi));
+            sq = dot32_s8(v, x + 32 * h, sq);
+            sx = _mm256_add_ps(sx, sum32(x + 32 * h));
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(ll_bf16_to_f32(w[b].scale)), sq, acc);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(ll_bf16_to_f32(w[b].bias)), sx, acc);
+    }
+    return hsum_ps(acc);
+}
+
+T_AVX2 static float avx2_dot_mlx8(const void *row, const float *x, int64_t n) {
+    const ll_block_mlx8 *w = row;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / LL_QK_MLX; b++, x += LL_QK_MLX) {
+        __m256 sq = _mm256_setzero_ps(), sx = _mm256_setzero_ps();
+        for (int k = 0; k < 8; k++) {
+            __m256i q = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(w[b].qs + 8 * k)));
+            __m256 xv = _mm256_loadu_ps(x + 8 * k);
+            sq = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q), xv, sq);
+            sx = _mm256_add_ps(sx, xv);
+        }
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(ll_bf16_to_f32(w[b].scale)), sq, acc);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(ll_bf16_to_f32(w[b].bias)), sx, acc);
+    }
+    return hsum_ps(acc);
+}
+
+/* ------------------------------------------------------------------ dequantize (prefill) */
+
+/* y[0..32) = ds * q - dm for 32 codes (bytes < 128), computed as mul then sub like the
+ * scalar code so results are bit-identical */
+T_AVX2 static inline void store32_affine(__m256i q, float ds, float dm, float *y) {
+    __m256 vd = _mm256_set1_ps(ds), vm = _mm256_set1_ps(dm);
+    __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+    __m128i parts[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+    for (int k = 0; k < 4; k++) {
+        __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(parts[k]));
+        _mm256_storeu_ps(y + 8 * k, _mm256_sub_ps(_mm256_mul_ps(vd, v), vm));
+    }
+}
+
+T_AVX2 static void avx2_dequant_q4_K(const void *src, float *y, int64_t n) {
+    const ll_block_q4_K *w = src;
+    for (int64_t b = 0; b < n / LL_QK_K; b++, y += LL_QK_K) {
+        uint8_t sc[8], mn[8];
+        k4_scales_fast(w[b].scales, sc, mn);
+        float d = h2f(w[b].d), dmin = h2f(w[b].dmin);
+        for (int c = 0; c < 4; c++) {
+            __m256i lo, hi;
+            q4k_chunk(&w[b], c, &lo, &hi);
+            store32_affine(lo, d * sc[2 * c], dmin * mn[2 * c], y + 64 * c);
+            store32_affine(hi, d * sc[2 * c + 1], dmin * mn[2 * c + 1], y + 64 * c + 32);
+        }
+    }
+}
+
+T_AVX2 static void avx2_dequant_q5_K(const void *src, float *y, int64_t n) {
+    const ll_block_q5_K *w = src;
+    for (int64_t b = 0; b < n / LL_QK_K; b++, y += LL_QK_K) {
+        uint8_t sc[8], mn[8];
+        k4_scales_fast(w[b].scales, sc, mn);
+        float d = h2f(w[b].d), dmin = h2f(w[b].dmin);
+        __m256i qh = _mm256_loadu_si256((const __m256i *)w[b].qh);
+        for (int c = 0; c < 4; c++) {
+            __m256i lo, hi;
+            q5k_chunk(&w[b], qh, c, &lo, &hi);
+            store32_affine(lo, d * sc[2 * c], dmin * mn[2 * c], y + 64 * c);
+            store32_affine(hi, d * sc[2 * c + 1], dmin * mn[2 * c + 1], y + 64 * c + 32);
+        }
+    }
+}
+
+T_AVX2 static void avx2_dequant_q6_K(const void *src, float *y, int64_t n) {
+    const ll_block_q6_K *w = src;
+    const __m256i k32 = _mm256_set1_epi8(32);
+    for (int64_t b = 0; b < n / LL_QK_K; b++, y += LL_QK_K) {
+        float d = h2f(w[b].d);
+        for (int h = 0; h < 2; h++) {
+            __m256i q[4];
+            q6k_half(&w[b], h, q);
+            for (int k = 0; k < 4; k++) {
+                int g = 4 * h + k;
+                __m256i s = _mm256_sub_epi8(q[k], k32);
+                __m128i parts[4] = {_mm256_castsi256_si128(s), _mm_srli_si128(_mm256_castsi256_si128(s), 8),
+                                    _mm256_extracti128_si256(s, 1), _mm_srli_si128(_mm256_extracti128_si256(s, 1), 8)};
+                for (int p = 0; p < 4; p++) { /* scalar order: (d * sc) * q */
+                    __m256 ds = _mm256_set1_ps(d * (float)w[b].scales[2 * g + p / 2]);
+                    __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(parts[p]));
+                    _mm256_storeu_ps(y + 32 * g + 8 * p, _mm256_mul_ps(ds, v));
+                }
+            }
+        }
+    }
+}
+
+T_AVX2 static void avx2_dequant_q8_0(const void *src, float *y, int64_t n) {
+    const ll_block_q8_0 *w = src;
+    for (int64_t b = 0; b < n / LL_QK8_0; b++, y += 32) {
+        __m256 d = _mm256_set1_ps(h2f(w[b].d));
+        for (int k = 0; k < 4; k++) {
+            __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(w[b].qs + 8 * k))));
+            _mm256_storeu_ps(y + 8 * k, _mm256_mul_ps(d, v));
+        }
+    }
+}
+
+T_AVX2 static void avx2_dequant_bf16(const void *src, float *y, int64_t n) {
+    const uint16_t *w = src;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, bf16x8(w + i));
+    for (; i < n; i++) y[i] = ll_bf16_to_f32(w[i]);
+}
+
+T_AVX2 static void avx2_dequant_f16(const void *src, float *y, int64_t n) {
+    const uint16_t *w = src;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(w + i))));
+    for (; i < n; i++) y[i] = h2f(w[i]);
+}
+
+/* ------------------------------------------------------------------ AVX-512 VNNI (decode) */
+
+/* Q4_K with 512-bit vpdpbusd. One 64-element chunk per zmm: the chunk's 32 code bytes are
+ * broadcast to both halves and the upper half shifted by 4, giving [low nibbles | high
+ * nibbles] = [sub-block 2c | sub-block 2c+1], which lines up with 64 consecutive activation
+ * bytes. vpdpbusd leaves int32 sums of 4 products (|v| <= 4*15*127, so they fit int16); two
+ * chunks are packed to int16 and multiplied by their sub-block scales with one vpmaddwd. */
+static const uint8_t k_vnni_q4k_scale_shuf[2][64] = {
+#define P4(i) 2*(i), 2*(i)+1, 2*(i), 2*(i)+1, 2*(i), 2*(i)+1, 2*(i), 2*(i)+1
+    {P4(0), P4(2), P4(0), P4(2), P4(1), P4(3), P4(1), P4(3)},
+    {P4(4), P4(6), P4(4), P4(6), P4(5), P4(7), P4(5), P4(7)},
+#undef P4
+};
+
+T_VNNI static float vnni_dotq_q4_K(const void *row, const void *act, int64_t n) {
+    const ll_block_q4_K *w = row;
+    const ll_block_q8_K *a = act;
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i shuf01 = _mm512_loadu_si512((const void *)k_vnni_q4k_scale_shuf[0]);
+    const __m512i shuf23 = _mm512_loadu_si512((const void *)k_vnni_q4k_scale_shuf[1]);
+    __m512 acc = _mm512_setzero_ps();
+    __m256 accm = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / LL_QK_K; b++) {
+        _mm_prefetch((const char *)&w[b] + PREFETCH_AHEAD, _MM_HINT_T0);
+        _mm_prefetch((const char *)&w[b] + PREFETCH_AHEAD + 64, _MM_HINT_T0);
+        _mm_prefetch((const char *)&w[b] + PREFETCH_AHEAD + 128, _MM_HINT_T0);
+        __m256i sc, mn2;
+        k4_scale_vecs(w[b].scales, &sc, &mn2);
+        float da = a[b].d;
+        __m256i pm = _mm256_madd_epi16(_mm256_loadu_si256((const __m256i *)a[b].bsums), mn2);
+        accm = _mm256_fmadd_ps(_mm256_set1_ps(da * h2f(w[b].dmin)), _mm256_cvtepi32_ps(pm), accm);
+        __m512i p[4];
+        for (int c = 0; c < 4; c++) {
+            __m512i v = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(w[b].qs + 32 * c)));
+            v = _mm512_and_si512(_mm512_mask_srli_epi16(v, (__mmask32)0xffff0000u, v, 4), m4);
+            p[c] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), v, _mm512_loadu_si512((const void *)(a[b].qs + 64 * c)));
+        }
+        __m512i sc512 = _mm512_broadcast_i32x4(_mm256_castsi256_si128(sc));
+        __m512i s01 = _mm512_madd_epi16(_mm512_packs_epi32(p[0], p[1]), _mm512_shuffle_epi8(sc512, shuf01));
+        __m512i s23 = _mm512_madd_epi16(_mm512_packs_epi32(p[2], p[3]), _mm512_shuffle_epi8(sc512, shuf23));
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(da * h2f(w[b].d)), _mm512_cvtepi32_ps(_mm512_add_epi32(s01, s23)), acc);
+    }
+    return _mm512_reduce_add_ps(acc) - hsum_ps(accm);
+}
+
+/* ------------------------------------------------------------------ install */
+
+#define FP32_ACT(name) \
+    static float avx2_dotq_##name(const void *row, const void *act, int64_t n) { return avx2_dot_##name(row, act, n); }
+FP32_ACT(f32)
+FP32_ACT(bf16)
+FP32_ACT(f16)
+FP32_ACT(mlx4)
+FP32_ACT(mlx8)
+
+int quant_x86_install(quant_kernels *k) {
+    __builtin_cpu_init();
+    if (!(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")))
+        return QUANT_SIMD_SCALAR;
+    k->dot_q[LL_TYPE_Q4_K] = avx2_dotq_q4_K;
+    k->dot_q[LL_TYPE_Q5_K] = avx2_dotq_q5_K;
+    k->dot_q[LL_TYPE_Q6_K] = avx2_dotq_q6_K;
+    k->dot_q[LL_TYPE_Q8_0] = avx2_dotq_q8_0;
+    k->dot_q[LL_TYPE_Q4_0] = avx2_dotq_q4_0;
+    k->dot[LL_TYPE_F32] = avx2_dot_f32;
+    k->dot[LL_TYPE_BF16] = avx2_dot_bf16;
+    k->dot[LL_TYPE_F16] = avx2_dot_f16;
+    k->dot[LL_TYPE_Q8_0] = avx2_dot_q8_0;
+    k->dot[LL_TYPE_Q4_0] = avx2_dot_q4_0;
+    k->dot[LL_TYPE_Q4_K] = avx2_dot_q4_K;
+    k->dot[LL_TYPE_Q5_K] = avx2_dot_q5_K;
+    k->dot[LL_TYPE_Q6_K] = avx2_dot_q6_K;
+    k->dot[LL_TYPE_MLX4] = avx2_dot_mlx4;
+    k->dot[LL_TYPE_MLX8] = avx2_dot_mlx8;
+    k->dequant[LL_TYPE_Q4_K] = avx2_dequant_q4_K;
+    k->dequant[LL_TYPE_Q5_K] = avx2_dequant_q5_K;
+    k->dequant[LL_TYPE_Q6_K] = avx2_dequant_q6_K;
+    k->dequant[LL_TYPE_Q8_0] = avx2_dequant_q8_0;
+    k->dequant[LL_TYPE_BF16] = avx2_dequant_bf16;
+    k->dequant[LL_TYPE_F16] = avx2_dequant_f16;
+    /* float rows take fp32 activations: their dot_q is the plain dot */
+    k->dot_q[LL_TYPE_F32] = avx2_dotq_f32;
+    k->dot_q[LL_TYPE_BF16] = avx2_dotq_bf16;
+    k->dot_q[LL_TYPE_F16] = avx2_dotq_f16;
+    k->dot_q[LL_TYPE_MLX4] = avx2_dotq_mlx4;
+    k->dot_q[LL_TYPE_MLX8] = avx2_dotq_mlx8;
+    /* LILAC_NO_AVX512=1 keeps the AVX2 kernels (for benchmarks and comparisons) */
+    const char *no512 = getenv("LILAC_NO_AVX512");
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") &&
+        !(no512 && *no512 && *no512 != '0')) {
+        k->dot_q[LL_TYPE_Q4_K] = vnni_dotq_q4_K;
+        return QUANT_SIMD_AVX512;
+    }
+    return QUANT_SIMD_AVX2;
+}
+
+#else /* not x86 */
+
+int quant_x86_install(quant_kernels *k) {
+    (void)k;
+    return QUANT_SIMD_SCALAR;
+}
+
+#endif
