@@ -5,6 +5,8 @@
 #   usage: gpu_session.sh [lab] [test] [bench-quick|bench-full] [profile]
 cd "$(dirname "$0")"
 OUT=${OUT:-$PWD/gpu-out}
+export LILAC_SHARED=${LILAC_SHARED:-$PWD/shared}
+export LD_LIBRARY_PATH=$PWD/lib:${LD_LIBRARY_PATH:-}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --format=csv > "$OUT/gpu.txt" 2>&1
 cat "$OUT/gpu.txt"

@@ -25,6 +25,9 @@
 #include "backend/cuda/cuda_backend.h"
 #include "model/qwen35_synth.h"
 #include "ref_model.h"
+#ifdef HAVE_LOADER
+#include "format/safetensors.h"
+#endif
 
 static int g_n, g_fail;
 
@@ -246,12 +249,117 @@ static void test_long(const char *preset, int P, int chunk) {
     qwen_model_free_synthetic(m);
 }
 
+#ifdef HAVE_CPU_BACKEND
+/* GPU vs the CPU backend on the same (synthetic) weights: all-position logits of a prompt that
+ * crosses GPU chunk boundaries, and greedy continuations. */
+static void test_vs_cpu(const char *preset, int n, int chunk, int greedy) {
+    qwen_model *m = NULL;
+    if (qwen_model_synthetic(preset, 21, &m) != LL_OK) { check(0, "synthetic %s: %s", preset, ll_errmsg()); return; }
+    int V = m->hp.n_vocab;
+    int32_t *tok = malloc((size_t)n * 4), *gc = malloc((size_t)greedy * 4), *gg = malloc((size_t)greedy * 4);
+    float *lc = malloc((size_t)n * V * 4), *lg = malloc((size_t)n * V * 4), *last = malloc((size_t)V * 4);
+    rand_tokens(tok, n, V, 23);
+    ll_backend_params p = {.max_batch = 64};
+    ll_backend *cpu = NULL, *gpu = mk_backend(m, chunk);
+    if (cpu_backend_new(m, &p, &cpu) != LL_OK || !gpu) { check(0, "backends: %s", ll_errmsg()); return; }
+    ll_seq *sc, *sg;
+    cpu->v->seq_new(cpu, n + greedy + 1, &sc);
+    gpu->v->seq_new(gpu, n + greedy + 1, &sg);
+    ll_status st = cpu->v->forward(cpu, sc, tok, n, LL_LOGITS_ALL, lc);
+    if (st == LL_OK) st = gpu->v->forward(gpu, sg, tok, n, LL_LOGITS_ALL, lg);
+    char what[160];
+    snprintf(what, sizeof(what), "%s: GPU vs CPU backend logits, %d tokens (GPU chunks of %d)", preset, n, chunk);
+    if (st == LL_OK) check_close(what, lc, lg, n, V); else check(0, "%s: %s", what, ll_errmsg());
+    /* greedy: CPU token by token (host argmax) vs the GPU's on-device loop */
+    memcpy(last, lc + (size_t)(n - 1) * V, (size_t)V * 4);
+    float gap0 = 1e9f;
+    int agree_limit = greedy;
+    for (int i = 0; i < greedy && st == LL_OK; i++) {
+        gc[i] = argmaxf(last, V);
+        float second = -INFINITY;
+        for (int k = 0; k < V; k++)
+            if (k != gc[i] && last[k] > second) second = last[k];
+        if (last[gc[i]] - second < NEAR_TIE && agree_limit == greedy) { agree_limit = i; gap0 = last[gc[i]] - second; }
+        st = cpu->v->forward(cpu, sc, &gc[i], 1, LL_LOGITS_LAST, last);
+    }
+    if (st == LL_OK) st = cuda_backend_generate(gpu, sg, -1, greedy, gg);
+    int agree = 0;
+    while (agree < greedy && gc[agree] == gg[agree]) agree++;
+    check(st == LL_OK && agree >= agree_limit, "%s: greedy GPU == CPU for %d of %d tokens (first CPU near-tie at %d, gap %.3f)", preset,
+          agree, greedy, agree_limit, gap0);
+    cpu->v->seq_free(cpu, sc);
+    gpu->v->seq_free(gpu, sg);
+    ll_backend_free(cpu);
+    ll_backend_free(gpu);
+    free(tok); free(gc); free(gg); free(lc); free(lg); free(last);
+    qwen_model_free_synthetic(m);
+}
+#endif
+
+#ifdef HAVE_LOADER
+/* HF transformers golden logits (shared/fixtures/NAME): one prefill over the whole prompt (in GPU
+ * chunks of `chunk`), prefill-then-decode, and the greedy continuation. */
+static void test_fixture(const char *name, int chunk) {
+    const char *shared = getenv("LILAC_SHARED") ? getenv("LILAC_SHARED") : "/work/shared";
+    char dir[512], gpath[600];
+    snprintf(dir, sizeof(dir), "%s/fixtures/%s", shared, name);
+    snprintf(gpath, sizeof(gpath), "%s/golden.safetensors", dir);
+    qwen_model *m = NULL;
+    st_file g;
+    memset(&g, 0, sizeof(g));
+    if (qwen_model_load(dir, &m) != LL_OK || st_open(&g, gpath) != LL_OK) {
+        printf("ok %d # SKIP fixture %s: %s\n", ++g_n, name, ll_errmsg());
+        return;
+    }
+    const ll_tensor *tt = st_find(&g, "tokens"), *tl = st_find(&g, "logits"), *tp = st_find(&g, "decode.prefix_len"),
+                    *td = st_find(&g, "decode.logits"), *tg = st_find(&g, "greedy.tokens");
+    int T = (int)tt->shape[0], V = m->hp.n_vocab, P = ((const int32_t *)tp->data)[0], NG = (int)tg->shape[0];
+    const int32_t *tok = tt->data;
+    float *lg = malloc((size_t)T * V * 4);
+    ll_backend *be = mk_backend(m, chunk);
+    if (be) {
+        ll_seq *s;
+        be->v->seq_new(be, T + NG + 1, &s);
+        char what[160];
+        ll_status st = be->v->forward(be, s, tok, T, LL_LOGITS_ALL, lg);
+        snprintf(what, sizeof(what), "fixture %s: prefill logits (%d tokens, chunks of %d) vs HF fp32", name, T, chunk);
+        if (st == LL_OK) check_close(what, tl->data, lg, T, V); else check(0, "%s: %s", what, ll_errmsg());
+        be->v->seq_reset(be, s);
+        st = be->v->forward(be, s, tok, P, LL_LOGITS_NONE, NULL);
+        for (int i = P; i < T - 1 && st == LL_OK; i++) st = be->v->forward(be, s, tok + i, 1, LL_LOGITS_LAST, lg + (size_t)(i - P) * V);
+        snprintf(what, sizeof(what), "fixture %s: prefill %d then decode %d tokens vs HF", name, P, T - 1 - P);
+        if (st == LL_OK) check_close(what, td->data, lg, T - 1 - P, V); else check(0, "%s: %s", what, ll_errmsg());
+        be->v->seq_reset(be, s);
+        int32_t *gen = malloc((size_t)NG * 4);
+        st = be->v->forward(be, s, tok, T, LL_LOGITS_NONE, NULL);
+        if (st == LL_OK) st = cuda_backend_generate(be, s, -1, NG, gen);
+        int agree = 0;
+        while (st == LL_OK && agree < NG && gen[agree] == ((const int32_t *)tg->data)[agree]) agree++;
+        check(agree == NG, "fixture %s: greedy continuation %d/%d tokens equal HF's", name, agree, NG);
+        free(gen);
+        be->v->seq_free(be, s);
+        ll_backend_free(be);
+    }
+    free(lg);
+    st_close(&g);
+    qwen_model_free(m);
+}
+#endif
+
 int main(int argc, char **argv) {
     int quick = argc > 1 && !strcmp(argv[1], "--quick");
     if (cuda_device_count() < 1) {
         printf("ok 1 # SKIP no CUDA device\n");
         return 0;
     }
+#ifdef HAVE_LOADER
+    test_fixture("tiny", 64);
+    test_fixture("small", 128);
+#endif
+#ifdef HAVE_CPU_BACKEND
+    test_vs_cpu("tiny", 300, 64, 64);
+    if (!quick) test_vs_cpu("qwen3.6-35b-a3b-L4", 40, 16, 16);
+#endif
     test_vs_ref("tiny", 70, 16, 16);
     test_lazy_equal("tiny");
     test_long("tiny", quick ? 5000 : 33000, 4096);

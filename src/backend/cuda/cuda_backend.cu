@@ -97,6 +97,7 @@ struct cu_backend {
     double weight_bytes, decode_bytes;
     double moe_gu_bytes, moe_d_bytes;     /* per-layer bytes, for the profile */
     int no_prefetch;                      /* LILAC_CUDA_NO_PREFETCH=1: the plain GEMV/MoE kernels */
+    int pdl;                              /* programmatic dependent launch (LILAC_CUDA_PDL=0 turns it off) */
     size_t alloc_bytes, mem_peak;
     void **allocs; size_t n_allocs, cap_allocs;
     /* decode scratch */
@@ -369,6 +370,23 @@ static void prof_end(cu_backend *b, const char *name, double bytes, double flops
     }
 }
 
+/* Launch with programmatic dependent launch allowed (when b->pdl): the kernel must call pdl_wait()
+ * before touching activations. */
+template <typename... KArgs, typename... Args>
+static void launch_pdl(cu_backend *b, void (*kern)(KArgs...), dim3 grid, dim3 block, size_t smem, Args... args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = b->st;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = b->pdl ? 1 : 0;
+    cudaLaunchKernelEx(&cfg, kern, args...);
+}
+
 /* Calls fn<type, NU>(...) with NU the smallest of 1, 2, 4 that holds nu units per lane. */
 #define GT_NU_CASE(T, nu, fn, ...)                                                          \
     do {                                                                                    \
@@ -394,8 +412,15 @@ template <int WT, int NU> static void gemv_pf_launch(cu_backend *b, const gemv_a
     if (occ < 1) occ = 1;
     int rpw = 32 / gemv_lanes(a.K), per_block = (GEMV_THREADS / 32) * rpw * RB;
     int need = (a.total_rows + per_block - 1) / per_block;
+    int threads = GEMV_THREADS;
+    if (need < b->nsm) { /* small matrix (router, shared gate): smaller blocks spread over more SMs */
+        int warps = (a.total_rows + rpw * RB * b->nsm - 1) / (rpw * RB * b->nsm);
+        threads = LL_MAX(4, warps) * 32;
+        if (threads > GEMV_THREADS) threads = GEMV_THREADS;
+        need = (a.total_rows + (threads / 32) * rpw * RB - 1) / ((threads / 32) * rpw * RB);
+    }
     int grid = need < b->nsm * occ ? need : b->nsm * occ;
-    k_gemv_pf<WT, NU, RB><<<grid, GEMV_THREADS, smem, b->st>>>(a);
+    launch_pdl(b, k_gemv_pf<WT, NU, RB>, dim3(grid), dim3(threads), smem, a);
 }
 
 static void launch_gemv(cu_backend *b, gemv_args &a, const char *name) {
@@ -424,10 +449,10 @@ template <int WT, int NU> static void moe_gu_launch(cu_backend *b, const moe_arg
     int kf = ma.k * ma.FF + ma.FS, rpw = 32 / gemv_lanes(ma.H), per_block = (MOE_GU_THREADS / 32) * rpw * MOE_GU_RB;
     int need = (kf + per_block - 1) / per_block;
     int grid = need < b->nsm * occ ? need : b->nsm * occ;
-    k_moe_gateup_pf<WT, NU><<<grid, MOE_GU_THREADS, sm1, b->st>>>(ma);
+    launch_pdl(b, k_moe_gateup_pf<WT, NU>, dim3(grid), dim3(MOE_GU_THREADS), sm1, ma);
 }
 template <int WT, int NU> static void moe_down_launch(cu_backend *b, const moe_args &ma) {
-    k_moe_down_pf<WT, NU><<<(ma.H + 7) / 8, MOE_DOWN_THREADS, qact_smem_bytes(ma.k * ma.FF + ma.FS), b->st>>>(ma);
+    launch_pdl(b, k_moe_down_pf<WT, NU>, dim3((ma.H + 7) / 8), dim3(MOE_DOWN_THREADS), qact_smem_bytes(ma.k * ma.FF + ma.FS), ma);
 }
 
 static gemv_args gemv_make(int pro, const float *x, int K, const float *g, float eps) {
@@ -1045,6 +1070,7 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     if (b->dev < 0 || b->dev >= n) { ll_free(b); return ll_err(LL_ERR_INVALID, "cuda: device %d of %d", b->dev, n); }
     b->TB = params && params->max_batch > 0 ? params->max_batch : 2048;
     b->no_prefetch = getenv("LILAC_CUDA_NO_PREFETCH") && atoi(getenv("LILAC_CUDA_NO_PREFETCH"));
+    b->pdl = !(getenv("LILAC_CUDA_PDL") && !atoi(getenv("LILAC_CUDA_PDL")));
     ll_status st = cu_init(b);
     if (st != LL_OK) {
         char msg[1024];

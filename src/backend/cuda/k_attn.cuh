@@ -52,6 +52,7 @@ __global__ void k_attn_prep(const attn_prep_args a) {
     __shared__ float xs[256];
     __shared__ float red[32];
     int hb = blockIdx.x, t = blockIdx.y, d = threadIdx.x, HD = a.HD;
+    pdl_trigger();
     int p = *a.pos + t;
     int kind = hb < a.NH ? 0 : (hb < a.NH + a.NKV ? 1 : 2);
     if (kind == 2) {
@@ -110,6 +111,7 @@ __global__ void __launch_bounds__(256) k_attn_decode(const attn_dec_args a) {
     __nv_bfloat16 *Vs = Ks + CH * HD;                       /* [CH][HD] */
     __shared__ float mrow[ATT_MAX_G], lrow[ATT_MAX_G];
     int kvh = blockIdx.x, split = blockIdx.y;
+    pdl_trigger();
     int n = *a.pos + 1, start = split * CH;
     if (start >= n) return;
     int cnt = min(CH, n - start);
@@ -192,6 +194,7 @@ __global__ void __launch_bounds__(ATT_COMB_THREADS) k_attn_combine(const attn_de
     __shared__ float red[32];
     __shared__ float part[ATT_COMB_THREADS];
     int h = blockIdx.x, HD = a.HD, tid = threadIdx.x;
+    pdl_trigger();
     int n = *a.pos + 1, ns = (n + a.CH - 1) / a.CH;
     float m = -INFINITY;
     for (int s = tid; s < ns; s += blockDim.x) m = fmaxf(m, a.part_ml[((long)s * a.NH + h) * 2]);

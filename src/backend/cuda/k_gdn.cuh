@@ -38,6 +38,7 @@ struct gdn_args {
 template <int DK, bool DECODE>
 __global__ void __launch_bounds__(128) k_gdn_step(const gdn_args g) {
     constexpr int RPL = DK / 4, KPL = DK / 32;
+    pdl_trigger();
     __shared__ float qs[4][DK], ks[4][DK];
     int w = threadIdx.x >> 5, lane = threadIdx.x & 31, c = lane & 7, rg = lane >> 3;
     int h = blockIdx.x, j = blockIdx.y * 32 + w * 8 + c;

@@ -319,7 +319,9 @@ __global__ void __launch_bounds__(GEMV_THREADS) k_gemv_pf(const gemv_args a) {
             }
         }
     };
+    pdl_trigger();
     if (r0 < a.total_rows) fetch(r0);
+    pdl_wait();
     qact A;
     gemv_prologue(a, sm, red, &A);
     unsigned long long best = 0;
@@ -372,6 +374,8 @@ __global__ void __launch_bounds__(MOE_GU_THREADS) k_moe_gateup_pf(const moe_args
     __shared__ int ids_w[MOE_GU_THREADS / 32][QK_MAX_TOPK];
     __shared__ float wts_w[MOE_GU_THREADS / 32][QK_MAX_TOPK];
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    pdl_trigger();
+    pdl_wait();
     topk_warp(a.logits, a.E, a.k, ids_w[warp], wts_w[warp]);
     __syncwarp();
     const int *ids = ids_w[warp];
@@ -443,6 +447,8 @@ __global__ void __launch_bounds__(MOE_DOWN_THREADS) k_moe_down_pf(const moe_args
     __shared__ int ids_w[MOE_DOWN_THREADS / 32][QK_MAX_TOPK];
     __shared__ float wts_w[MOE_DOWN_THREADS / 32][QK_MAX_TOPK + 1];
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    pdl_trigger();
+    pdl_wait();
     topk_warp(a.logits, a.E, a.k, ids_w[warp], wts_w[warp]);
     if (lane == 0) wts_w[warp][a.k] = a.FS ? sigmoid_f(a.logits[a.E]) : 0.0f;
     __syncwarp();
