@@ -434,9 +434,13 @@ static void launch_gemv(cu_backend *b, gemv_args &a, const char *name) {
     if (nu <= RR_NU_MAX && !b->no_prefetch) {
         GT_NU_DISPATCH(a.seg[0].W.type, nu, gemv_pf_launch, b, a, smem);
     } else {
-        int rpw = 32 / gemv_lanes(a.K);
+        /* one wave: a partial second wave would repeat the prologue and a row latency (ncu showed
+         * 1.94 waves for the 8192-row projection) */
+        int rpw = 32 / gemv_lanes(a.K), occ = 0;
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_gemv, GEMV_THREADS, smem);
+        if (occ < 1) occ = 1;
         int need = (a.total_rows + (GEMV_THREADS / 32) * rpw - 1) / ((GEMV_THREADS / 32) * rpw);
-        int grid = need < b->nsm * 4 ? need : b->nsm * 4;
+        int grid = need < b->nsm * occ ? need : b->nsm * occ;
         k_gemv<<<grid, GEMV_THREADS, smem, b->st>>>(a);
     }
     prof_end(b, name, bytes, 2.0 * bytes);
@@ -552,8 +556,11 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
             GT_NU_DISPATCH(L.edown.type, 1, moe_down_launch, b, ma);
             prof_end(b, "moe.down", b->moe_d_bytes, 2 * b->moe_d_bytes);
         } else {
-            int rpw = 32 / gemv_lanes(H);
+            int rpw = 32 / gemv_lanes(H), occ = 0;
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_moe_gateup, GEMV_THREADS, qact_smem_bytes(H));
+            if (occ < 1) occ = 1;
             int need = (kf + 16 * rpw - 1) / (16 * rpw);
+            if (need > b->nsm * occ) need = b->nsm * occ; /* one wave; rows are grid-strided */
             prof_begin(b);
             k_moe_gateup<<<need, GEMV_THREADS, qact_smem_bytes(H), b->st>>>(ma);
             prof_end(b, "moe.gateup", b->moe_gu_bytes, 2 * b->moe_gu_bytes);
