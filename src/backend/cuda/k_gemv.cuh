@@ -68,11 +68,12 @@ __device__ __forceinline__ float block_sum(float v, float *red) {
 /* Quantizes xf[K] (already in shared memory) into xq/dx/s16, one warp per 32-element block. */
 __device__ __forceinline__ void qact_quantize(const float *xf, int8_t *xq, float *dx, float *s16, int K) {
     int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5;
+#pragma unroll 4
     for (int b = w; b < K / 32; b += nw) {
         float v = xf[32 * b + l];
         float amax = warp_max(fabsf(v));
-        float d = amax / 127.0f;
-        int q = d > 0.0f ? __float2int_rn(v / d) : 0;
+        float d = amax * (1.0f / 127.0f), id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        int q = __float2int_rn(v * id);
         xq[32 * b + l] = (int8_t)q;
         float s = (float)q;
 #pragma unroll
@@ -89,10 +90,12 @@ __device__ void gemv_prologue(const gemv_args &a, unsigned char *sm, float *red,
     qact_carve(sm, a.K, &xf, &xq, &dx, &s16);
     int K = a.K;
     if (a.pro == PRO_RMSNORM) {
+        /* x and g are loaded in one pass (one global round trip); x*g waits in shared memory for
+         * the 1/rms factor */
         float ss = 0.0f;
-        for (int k = threadIdx.x; k < K; k += blockDim.x) { float v = a.x[k]; ss += v * v; }
+        for (int k = threadIdx.x; k < K; k += blockDim.x) { float v = a.x[k]; ss += v * v; xf[k] = v * a.g[k]; }
         float r = rsqrtf(block_sum(ss, red) / (float)K + a.eps);
-        for (int k = threadIdx.x; k < K; k += blockDim.x) xf[k] = a.x[k] * r * a.g[k];
+        for (int k = threadIdx.x; k < K; k += blockDim.x) xf[k] *= r;
     } else if (a.pro == PRO_HEADNORM_GATED) {
         /* one warp per head: y = rmsnorm(o_h) * g * silu(z_h) */
         int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5, hd = a.hd;
