@@ -45,7 +45,7 @@ endif
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all test test-gpu fuzz clean bench bench-cpu setup run lab
+.PHONY: all test test-gpu fuzz clean bench bench-cpu bench-privacy setup run lab
 all: $(BUILD)/lilac $(BUILD)/liblilac.a
 
 $(BUILD)/liblilac.a: $(LIB_OBJ) $(CU_OBJ)
@@ -83,6 +83,16 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/liblilac.a
 
 bench-cpu: $(BUILD)/bench/cpu_gemv
 	$(BUILD)/bench/cpu_gemv
+
+# privacy gate: the synthetic labelled set (deterministic) and the rule evaluation + scan-time bound
+bench-privacy: $(BUILD)/bench/privacy_eval
+	python3 bench/privacy_gen.py > $(BUILD)/privacy_eval.jsonl
+	$(BUILD)/bench/privacy_eval $(BUILD)/privacy_eval.jsonl --md bench/results/privacy.md \
+	    $$(for f in ../shared/DESIGN.md ../shared/reference/*.md; do [ -f $$f ] && printf -- '--clean %s ' $$f; done)
+	python3 bench/privacy_gen.py --seed 7 > $(BUILD)/privacy_eval_seed7.jsonl
+	$(BUILD)/bench/privacy_eval $(BUILD)/privacy_eval_seed7.jsonl --md $(BUILD)/privacy_seed7.md
+	printf '\n---\n\n# Second seed (new values, same templates)\n\n' >> bench/results/privacy.md
+	sed -n '/^## Rules alone/,/^\*\*FP0/p' $(BUILD)/privacy_seed7.md >> bench/results/privacy.md
 
 test: tests
 	BUILD=$(BUILD) tests/run.sh

@@ -5,7 +5,7 @@
  * ll_pool. Reports GB/s of weight bytes read and the fraction of the measured read bandwidth.
  *
  *   build/bench/cpu_gemv [--mib N] [--reps R] [--cols C] [--scalar]
- *   (make bench-cpu runs it with the defaults: 1024 MiB, 5 repetitions, 4096 columns.)
+ *   (make bench-cpu runs it with the defaults: 1024 MiB, 10 repetitions, 4096 columns.)
  * LILAC_NO_AVX512=1 restricts the kernels to AVX2.
  */
 #include <immintrin.h>
@@ -66,6 +66,8 @@ typedef struct {
     size_t row_bytes;
     int64_t rows, cols;
     const void *act; /* activation quantized to quant_vec_dot_type(t) */
+    const float *x;  /* [cols] fp32 activation (for the quant_dot_row timing) */
+    int fp32;        /* 1: time quant_dot_row (prefill's per-row path) instead */
     float *y;        /* [rows] */
 } gemv_ctx;
 
@@ -73,7 +75,10 @@ static void gemv_worker(void *vctx, int ith, int nth) {
     gemv_ctx *c = vctx;
     int64_t lo, hi;
     ll_split_range(c->rows, ith, nth, &lo, &hi);
-    for (int64_t r = lo; r < hi; r++) c->y[r] = quant_dot_row_q(c->t, c->w + (size_t)r * c->row_bytes, c->act, c->cols);
+    if (c->fp32)
+        for (int64_t r = lo; r < hi; r++) c->y[r] = quant_dot_row(c->t, c->w + (size_t)r * c->row_bytes, c->x, c->cols);
+    else
+        quant_dot_rows_q(c->t, c->w + (size_t)lo * c->row_bytes, c->row_bytes, hi - lo, c->act, c->cols, c->y + lo);
 }
 
 /* Fills buf with random valid rows of type t: random code bytes, moderate finite scales. */
@@ -97,8 +102,15 @@ static void fill_rows(ll_type t, uint8_t *buf, size_t bytes) {
     }
 }
 
-static void bench_type(ll_pool *pool1, ll_pool *pooln, ll_type t, uint8_t *buf, size_t buf_bytes, int64_t cols,
-                       int reps, double bw1, double bwn) {
+typedef struct {
+    double bw[2]; /* best read bandwidth seen, GB/s: [1 thread, all threads] */
+} bw_best;
+
+/* Runs the GEMV of type t reps times on 1 and on all threads, each timing interleaved with a
+ * bandwidth probe of the same thread count, so both see the same machine conditions (the
+ * machine is shared; best-of-reps filters out the periods when a neighbour steals a core). */
+static void bench_type(ll_pool *pools[2], ll_type t, uint8_t *buf, size_t buf_bytes, int64_t cols, int reps,
+                       bw_best *bb, double out[5]) {
     size_t rb = quant_row_bytes(t, cols);
     int64_t rows = (int64_t)(buf_bytes / rb);
     size_t mat = (size_t)rows * rb;
@@ -107,19 +119,39 @@ static void bench_type(ll_pool *pool1, ll_pool *pooln, ll_type t, uint8_t *buf, 
     void *act = ll_malloc(quant_act_bytes(t, cols));
     LL_ASSERT(x && y && act);
     for (int64_t i = 0; i < cols; i++) x[i] = (float)((i * 37) % 101 - 50) * 0.02f;
-    gemv_ctx c = {.t = t, .w = buf, .row_bytes = rb, .rows = rows, .cols = cols, .act = act, .y = y};
-    double best[2] = {1e30, 1e30};
-    ll_pool *pools[2] = {pool1, pooln};
-    for (int p = 0; p < 2; p++)
-        for (int r = 0; r < reps; r++) {
+    gemv_ctx c = {.t = t, .w = buf, .row_bytes = rb, .rows = rows, .cols = cols, .act = act, .x = x, .y = y};
+    double best[3] = {1e30, 1e30, 1e30};
+    double *ratio = ll_malloc(2 * (size_t)reps * sizeof(double)); /* [2][reps] */
+    LL_ASSERT(ratio);
+    for (int r = 0; r < reps; r++)
+        for (int p = 0; p < 2; p++) {
+            double bw = measure_bw(pools[p], buf, mat, 1);
+            bb->bw[p] = LL_MAX(bb->bw[p], bw);
             double t0 = ll_time_sec();
             quant_quantize_act(t, x, act, cols); /* once per input vector, as decode does */
             ll_pool_run(pools[p], gemv_worker, &c);
-            best[p] = LL_MIN(best[p], ll_time_sec() - t0);
+            double dt = ll_time_sec() - t0;
+            best[p] = LL_MIN(best[p], dt);
+            ratio[p * reps + r] = (double)mat / dt / 1e9 / bw;
         }
-    double g1 = (double)mat / best[0] / 1e9, gn = (double)mat / best[1] / 1e9;
-    printf("| %-5s | %5lld x %-5lld | %7.1f | %6.2f | %5.1f %% | %6.2f | %5.1f %% |\n", quant_type_name(t),
-           (long long)rows, (long long)cols, (double)mat / (1 << 20), g1, 100 * g1 / bw1, gn, 100 * gn / bwn);
+    /* median of the per-repetition ratios to the bandwidth probe run just before: robust when
+     * neighbours load the machine (both timings then see the same conditions) */
+    for (int p = 0; p < 2; p++) {
+        double *v = ratio + p * reps;
+        for (int i = 1; i < reps; i++)
+            for (int j = i; j > 0 && v[j - 1] > v[j]; j--) { double tmp = v[j]; v[j] = v[j - 1]; v[j - 1] = tmp; }
+        out[3 + p] = reps % 2 ? v[reps / 2] : 0.5 * (v[reps / 2 - 1] + v[reps / 2]);
+    }
+    ll_free(ratio);
+    c.fp32 = 1;
+    for (int r = 0; r < (reps + 1) / 2; r++) {
+        double t0 = ll_time_sec();
+        ll_pool_run(pools[1], gemv_worker, &c);
+        best[2] = LL_MIN(best[2], ll_time_sec() - t0);
+    }
+    for (int k = 0; k < 3; k++) out[k] = (double)mat / best[k] / 1e9;
+    printf("| %-5s | %6lld x %-5lld | %7.1f | %7.2f | %7.2f | %7.2f |\n", quant_type_name(t), (long long)rows,
+           (long long)cols, (double)mat / (1 << 20), out[0], out[1], out[2]);
     fflush(stdout);
     ll_free(x);
     ll_free(y);
@@ -128,7 +160,7 @@ static void bench_type(ll_pool *pool1, ll_pool *pooln, ll_type t, uint8_t *buf, 
 
 int main(int argc, char **argv) {
     size_t mib = 1024;
-    int reps = 5, scalar = 0;
+    int reps = 10, scalar = 0;
     int64_t cols = 4096;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--mib") && i + 1 < argc) mib = (size_t)atol(argv[++i]);
@@ -159,13 +191,24 @@ int main(int argc, char **argv) {
     }
     memset(buf, 1, bytes); /* fault every page in before timing */
     int nth = ll_pool_size(pooln);
-    double bw1 = measure_bw(pool1, buf, bytes, reps), bwn = measure_bw(pooln, buf, bytes, reps);
+    ll_pool *pools[2] = {pool1, pooln};
+    bw_best bb = {{measure_bw(pool1, buf, bytes, reps), measure_bw(pooln, buf, bytes, reps)}};
     printf("simd: %s, threads: %d, buffer: %zu MiB, best of %d\n\n", quant_simd_name(), nth, mib, reps);
-    printf("read bandwidth (streaming sum): 1 thread %.2f GB/s, %d threads %.2f GB/s\n\n", bw1, nth, bwn);
-    printf("| type  | rows x cols   | MiB     | 1T GB/s | of BW  | %dT GB/s | of BW  |\n", nth);
-    printf("|-------|---------------|---------|---------|--------|---------|--------|\n");
+    printf("GB/s of weights read; decode = quant_quantize_act + quant_dot_rows_q, fp32 = quant_dot_row\n\n");
+    printf("| type  | rows x cols    | MiB     | decode 1T | decode %dT | fp32 %dT |\n", nth, nth);
+    printf("|-------|----------------|---------|---------|---------|---------|\n");
     const ll_type types[] = {LL_TYPE_Q4_K, LL_TYPE_Q5_K, LL_TYPE_Q6_K, LL_TYPE_Q8_0, LL_TYPE_BF16};
-    for (size_t i = 0; i < LL_ARRAY_LEN(types); i++) bench_type(pool1, pooln, types[i], buf, bytes, cols, reps, bw1, bwn);
+    double gb[LL_ARRAY_LEN(types)][5];
+    for (size_t i = 0; i < LL_ARRAY_LEN(types); i++) bench_type(pools, types[i], buf, bytes, cols, reps, &bb, gb[i]);
+    printf("\nread bandwidth (streaming sum, best seen): 1 thread %.2f GB/s, %d threads %.2f GB/s\n\n", bb.bw[0], nth,
+           bb.bw[1]);
+    printf("decode GB/s as a fraction of read bandwidth: best GEMV / best probe, and the median over repetitions\n"
+           "of GEMV / the probe run just before it\n\n");
+    printf("| type  | 1T best/best | 1T median | %dT best/best | %dT median |\n", nth, nth);
+    printf("|-------|--------------|-----------|--------------|-----------|\n");
+    for (size_t i = 0; i < LL_ARRAY_LEN(types); i++)
+        printf("| %-5s | %10.1f %% | %7.1f %% | %10.1f %% | %7.1f %% |\n", quant_type_name(types[i]),
+               100 * gb[i][0] / bb.bw[0], 100 * gb[i][3], 100 * gb[i][1] / bb.bw[1], 100 * gb[i][4]);
     ll_pool_free(pool1);
     ll_pool_free(pooln);
     ll_free_aligned(buf);

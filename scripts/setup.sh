@@ -11,6 +11,6 @@ if [ -n "$missing" ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing
 fi
-PY="numpy safetensors gguf pytest"
-python3 -c "import numpy, safetensors, gguf, pytest" 2>/dev/null || \
+PY="numpy safetensors gguf pytest tokenizers jinja2"
+python3 -c "import numpy, safetensors, gguf, pytest, tokenizers, jinja2" 2>/dev/null || \
     python3 -m pip install -q $PY 2>/dev/null || python3 -m pip install -q --break-system-packages $PY

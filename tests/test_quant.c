@@ -300,8 +300,7 @@ static double roundtrip(ll_type t, const float *x, int64_t n) {
     return sx > 0 ? sqrt(se / sx) : sqrt(se);
 }
 
-static void test_roundtrip_rmse(void **state) {
-    (void)state;
+static void run_roundtrip_rmse(void) {
     const int64_t n = 256 * 64;
     float *x = xalloc((size_t)n * sizeof(float));
     fill_normal(x, n, 1.0f);
@@ -320,8 +319,7 @@ static void test_roundtrip_rmse(void **state) {
     ll_free(x);
 }
 
-static void test_edge_cases(void **state) {
-    (void)state;
+static void run_edge_cases(void) {
     float x[512], y[512];
     uint8_t q[1024];
     for (size_t c = 0; c < LL_ARRAY_LEN(k_all_types); c++) {
@@ -408,14 +406,19 @@ static void check_dots(ll_type t, int64_t n) {
         fail_msg("%s n=%lld: ref dot_q %g vs %g", quant_type_name(t), (long long)n, refq, wantq);
     if (fabs(gotq - refq) > 2e-5 * mag)
         fail_msg("%s n=%lld: fast dot_q %g vs ref %g", quant_type_name(t), (long long)n, gotq, refq);
+    /* the multi-row form gives the same numbers */
+    {
+        float yr[3];
+        quant_dot_rows_q(t, q, 0, 3, act, n, yr); /* stride 0: the same row three times */
+        for (int r = 0; r < 3; r++) assert_true(yr[r] == gotq);
+    }
     /* and it stays close to the exact fp32 dot (activation quantization error only) */
     if (fabs(gotq - want) > 0.02 * mag)
         fail_msg("%s n=%lld: dot_q %g far from %g", quant_type_name(t), (long long)n, gotq, want);
     ll_free(w); ll_free(x); ll_free(wd); ll_free(xd); ll_free(q); ll_free(act); ll_free(act_ref);
 }
 
-static void test_dot_products(void **state) {
-    (void)state;
+static void run_dot_products(void) {
     for (size_t c = 0; c < LL_ARRAY_LEN(k_weight_types); c++) {
         ll_type t = k_weight_types[c];
         check_dots(t, 256);       /* one K block */
@@ -425,8 +428,7 @@ static void test_dot_products(void **state) {
 }
 
 /* Extreme activations and weights: dot_q must not overflow its integer accumulators. */
-static void test_dot_extremes(void **state) {
-    (void)state;
+static void run_dot_extremes(void) {
     const int64_t n = 256 * 8;
     float *w = xalloc((size_t)n * sizeof(float)), *x = xalloc((size_t)n * sizeof(float));
     float *wd = xalloc((size_t)n * sizeof(float));
@@ -448,8 +450,7 @@ static void test_dot_extremes(void **state) {
 
 /* Random valid blocks (arbitrary bytes with finite scales): every SIMD kernel must agree with
  * the scalar reference, not just on blocks our own quantizer produced. */
-static void test_simd_matches_scalar_random_bytes(void **state) {
-    (void)state;
+static void run_random_bytes(void) {
     const int64_t n = 256 * 6;
     float *x = xalloc((size_t)n * sizeof(float)), *y = xalloc((size_t)n * sizeof(float));
     fill_normal(x, n, 1.0f);
@@ -491,6 +492,38 @@ static void test_simd_matches_scalar_random_bytes(void **state) {
     ll_free(x); ll_free(y);
 }
 
+/* Runs fn once per SIMD level this CPU has (each compared against the scalar reference inside
+ * fn), so the AVX2 kernels are covered on AVX-512 machines too. */
+static void for_each_simd(void (*fn)(void)) {
+    const char *levels[] = {"avx2", "avx512"};
+    int ran = 0;
+    for (size_t i = 0; i < LL_ARRAY_LEN(levels); i++) {
+        if (quant_force_simd(levels[i]) != 0) continue;
+        assert_string_equal(quant_simd_name(), levels[i]);
+        fn();
+        ran++;
+    }
+    assert_int_equal(quant_force_simd(NULL), 0);
+    if (!ran) fn(); /* scalar-only CPU: still checks the reference against itself */
+}
+
+static void test_roundtrip_rmse(void **state) { (void)state; for_each_simd(run_roundtrip_rmse); }
+static void test_edge_cases(void **state) { (void)state; for_each_simd(run_edge_cases); }
+static void test_dot_products(void **state) { (void)state; for_each_simd(run_dot_products); }
+static void test_dot_extremes(void **state) { (void)state; for_each_simd(run_dot_extremes); }
+static void test_simd_matches_scalar_random_bytes(void **state) { (void)state; for_each_simd(run_random_bytes); }
+
+static void test_force_simd(void **state) {
+    (void)state;
+    assert_int_equal(quant_force_simd("bogus"), -1);
+    assert_int_equal(quant_force_simd("scalar"), 0);
+    assert_string_equal(quant_simd_name(), "scalar");
+    assert_int_equal(quant_force_simd(NULL), 0);
+    quant_force_scalar(1);
+    assert_string_equal(quant_simd_name(), "scalar");
+    quant_force_scalar(0);
+}
+
 int main(void) {
     quant_init();
     const struct CMUnitTest tests[] = {
@@ -508,6 +541,7 @@ int main(void) {
         cmocka_unit_test(test_dot_products),
         cmocka_unit_test(test_dot_extremes),
         cmocka_unit_test(test_simd_matches_scalar_random_bytes),
+        cmocka_unit_test(test_force_simd),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

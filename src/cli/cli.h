@@ -14,6 +14,9 @@ int cmd_chat(int argc, char **argv);
 int cmd_convert(int argc, char **argv);  /* also `quantize` */
 int cmd_synth(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_scan(int argc, char **argv);
+int cmd_mask(int argc, char **argv);
+int cmd_unmask(int argc, char **argv);
 
 /* Prints "lilac <cmd>: <msg>" to stderr and returns 1 (the exit status for runtime errors). */
 int cli_fail(const char *cmd, const char *msg);

@@ -21,6 +21,7 @@
 
 #include "backend/backend.h"
 #include "base/base.h"
+#include "backend/cpu/cpu_ops.h"
 #include "cli.h"
 #include "model/qwen35_synth.h"
 #ifdef LILAC_CUDA
@@ -248,6 +249,13 @@ int cmd_bench(int argc, char **argv) {
     int is_cuda = !strcmp(be->v->name, "cuda");
     double bw = 0, mem_peak = 0, wbytes = (double)m->weight_bytes, dbytes = 0;
     char devname[256] = "cpu";
+    if (!is_cuda) { /* the reference for CPU decode: streaming read bandwidth of all cores, same run */
+        dbytes = qwen_decode_weight_bytes(m);
+        ll_pool *pool = ll_pool_new(0);
+        if (!pool || cpu_measure_read_bw(pool, (size_t)1 << 30, &bw) != LL_OK) fprintf(stderr, "lilac bench: %s\n", ll_errmsg());
+        ll_pool_free(pool);
+        snprintf(devname, sizeof(devname), "cpu");
+    }
 #ifdef LILAC_CUDA
     cuda_info ci;
     if (is_cuda) {

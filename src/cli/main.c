@@ -22,6 +22,9 @@ static const struct {
     {"quantize", cmd_convert, "re-quantize a GGUF to another type"},
     {"synth", cmd_synth, "write a model with random weights (any configuration, real tokenizer)"},
     {"bench", cmd_bench, "batch-1 prefill/decode throughput (synthetic or real model)"},
+    {"scan", cmd_scan, "find personal data and secrets in a text (spans, sensitivity)"},
+    {"mask", cmd_mask, "replace personal data with numbered placeholders (--map saves the mapping)"},
+    {"unmask", cmd_unmask, "restore placeholders from a --map file"},
 };
 
 int cli_fail(const char *cmd, const char *msg) {

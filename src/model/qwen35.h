@@ -128,6 +128,10 @@ void qwen_model_free(qwen_model *m);
  * outlive the result. Free with qwen_model_free. */
 ll_status qwen_model_requantize(const qwen_model *src, ll_type type, qwen_model **out);
 
+/* Weight bytes one decode step reads (every dense matrix, the LM head, one embedding row, and
+ * n_expert_used average experts per layer): the numerator of decode bandwidth figures. */
+double qwen_decode_weight_bytes(const qwen_model *m);
+
 /* Checks every hyperparameter the graph uses; error names the field. */
 ll_status qwen_hparams_validate(const qwen_hparams *hp, const char *src);
 

@@ -107,3 +107,24 @@ ll_status qwen_model_requantize(const qwen_model *src, ll_type type, qwen_model 
     *out = m;
     return LL_OK;
 }
+
+/* ---------------------------------------------------------------- decode traffic */
+
+static double mat_bytes(const ll_mat *m) { return m->data || m->rows ? (double)m->row_bytes * (double)m->rows : 0; }
+
+double qwen_decode_weight_bytes(const qwen_model *m) {
+    const qwen_hparams *hp = &m->hp;
+    double b = mat_bytes(&m->lm_head) + (double)m->tok_embd.row_bytes; /* the head, one embedding row */
+    for (int32_t l = 0; l < hp->n_layer; l++) {
+        const qwen_layer *L = &m->layers[l];
+        if (hp->is_attn[l]) b += mat_bytes(&L->wq) + mat_bytes(&L->wk) + mat_bytes(&L->wv) + mat_bytes(&L->wo);
+        else b += mat_bytes(&L->wqkv) + mat_bytes(&L->wz) + mat_bytes(&L->wb) + mat_bytes(&L->wa) + mat_bytes(&L->wout);
+        b += mat_bytes(&L->router);
+        if (hp->n_ff_shexp > 0) b += mat_bytes(&L->sh_gate) + mat_bytes(&L->sh_up) + mat_bytes(&L->sh_down) + mat_bytes(&L->sh_gate_inp);
+        double ex = 0; /* routed experts: the average expert's bytes times the number used */
+        for (int32_t e = 0; e < hp->n_expert; e++)
+            ex += mat_bytes(&L->exp_gate[e]) + mat_bytes(&L->exp_up[e]) + mat_bytes(&L->exp_down[e]);
+        b += ex / hp->n_expert * hp->n_expert_used;
+    }
+    return b;
+}

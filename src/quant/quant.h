@@ -89,19 +89,36 @@ size_t quant_quantize_row(ll_type t, const float *src, void *dst, int64_t n);
  * the activation is first quantized once (to Q8_K or Q8_0 blocks) and rows use integer dots.
  * quant_vec_dot_type(t) says which activation type row type t wants (LL_TYPE_F32 if none);
  * quant_act_bytes(t, n) how big the quantized activation is; quant_quantize_act converts x once;
- * quant_dot_row_q dots one weight row with the pre-quantized activation.
+ * quant_dot_row_q dots one weight row with the pre-quantized activation. In all four, t is the
+ * WEIGHT row type. Usage per input vector x[n] of a [rows, n] matrix W of type t:
+ *     quant_quantize_act(t, x, act, n);                  act: quant_act_bytes(t, n) bytes
+ *     for r: y[r] = quant_dot_row_q(t, W + r * quant_row_bytes(t, n), act, n);
+ * The result equals dot(dequant(row), dequant(act)) up to fp32 rounding: Q8_K/Q8_0 activation
+ * rounding costs ~0.5 % relative error per dot (use quant_dot_row where that matters). For
+ * vec_dot_type F32 the activation is a plain copy of x and quant_dot_row_q == quant_dot_row.
+ * Q8_K activations use codes in [-127, 127] (the kernels rely on it).
  */
 ll_type quant_vec_dot_type(ll_type t);
 size_t quant_act_bytes(ll_type t, int64_t n);
 void quant_quantize_act(ll_type t, const float *x, void *act, int64_t n);
 float quant_dot_row_q(ll_type t, const void *row, const void *act, int64_t n);
+/* quant_dot_row_q over nrows rows starting at `rows`, row r at rows + r * row_stride bytes:
+ * y[r] = dot(row r, act). Same results; resolves the kernel once (cheaper for short rows). */
+void quant_dot_rows_q(ll_type t, const void *rows, size_t row_stride, int64_t nrows, const void *act, int64_t n,
+                      float *y);
 
-/* Runtime CPU feature selection (AVX2/AVX-512/scalar); called once, idempotent. */
+/* Runtime CPU feature selection (AVX2/AVX-512/scalar); idempotent and thread-safe, and every
+ * quant_* call runs it on first use. LILAC_NO_AVX512=1 in the environment keeps the AVX2
+ * kernels. quant_simd_name() returns "avx512", "avx2" or "scalar". */
 void quant_init(void);
 const char *quant_simd_name(void);
 /* Test hook: nonzero forces the scalar reference kernels everywhere (quant_simd_name() then says
  * "scalar"); 0 restores the SIMD kernels quant_init() selected. Not for use while other threads
  * are inside quant_* calls. */
 void quant_force_scalar(int on);
+/* Test/benchmark hook: selects the kernel level "avx512", "avx2" or "scalar" (NULL: the best
+ * this CPU has). Returns 0, or -1 if the CPU lacks that level (the best lower one is then
+ * installed). Same threading caveat as quant_force_scalar. */
+int quant_force_simd(const char *name);
 
 #endif

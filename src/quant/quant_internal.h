@@ -22,8 +22,9 @@ typedef struct quant_kernels {
 
 enum { QUANT_SIMD_SCALAR = 0, QUANT_SIMD_AVX2 = 1, QUANT_SIMD_AVX512 = 2 };
 
-/* Fills k with the best kernels this CPU supports; returns the QUANT_SIMD_* level. */
-int quant_x86_install(quant_kernels *k);
+/* Fills k with the best kernels this CPU supports up to max_level; returns the QUANT_SIMD_*
+ * level installed. */
+int quant_x86_install(quant_kernels *k, int max_level);
 
 /* Unpacks the 12-byte K-quant scale field into 8 six-bit scales and 8 six-bit mins. */
 static inline void quant_k4_scales(const uint8_t s[12], uint8_t sc[8], uint8_t mn[8]) {

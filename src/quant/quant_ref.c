@@ -19,23 +19,57 @@
  */
 #include <math.h>
 #include <pthread.h>
+#include <stdlib.h>
+#include <stdatomic.h>
 
 #include "quant_internal.h"
 
 /* ------------------------------------------------------------------ dispatch state */
 
-static quant_kernels g_fast;
+static quant_kernels g_simd;   /* what this CPU supports (quant_x86_install) */
+static quant_kernels g_active; /* g_simd, or all NULL while quant_force_scalar(1) */
+static int64_t g_blk[LL_TYPE_COUNT_]; /* elements per block of the types handled here, else 0 */
 static int g_level = QUANT_SIMD_SCALAR;
 static int g_force_scalar;
+static atomic_int g_ready;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
-static void init_once(void) { g_level = quant_x86_install(&g_fast); }
+static void init_once(void) {
+    static const ll_type handled[] = {LL_TYPE_F32,  LL_TYPE_F16,  LL_TYPE_BF16, LL_TYPE_Q4_0, LL_TYPE_Q8_0, LL_TYPE_Q4_K,
+                                      LL_TYPE_Q5_K, LL_TYPE_Q6_K, LL_TYPE_Q8_K, LL_TYPE_MLX4, LL_TYPE_MLX8};
+    for (size_t i = 0; i < LL_ARRAY_LEN(handled); i++) {
+        int64_t b = quant_block_elems(handled[i]);
+        LL_ASSERT((b & (b - 1)) == 0); /* row_ok() tests divisibility with a mask */
+        g_blk[handled[i]] = b;
+    }
+    /* LILAC_NO_AVX512=1 keeps the AVX2 kernels (for benchmarks and comparisons) */
+    const char *no512 = getenv("LILAC_NO_AVX512");
+    g_level = quant_x86_install(&g_simd, no512 && *no512 && *no512 != '0' ? QUANT_SIMD_AVX2 : QUANT_SIMD_AVX512);
+    g_active = g_simd;
+    atomic_store_explicit(&g_ready, 1, memory_order_release);
+}
 
 void quant_init(void) { pthread_once(&g_once, init_once); }
 
 void quant_force_scalar(int on) {
     quant_init();
     g_force_scalar = on;
+    if (on) memset(&g_active, 0, sizeof(g_active));
+    else g_active = g_simd;
+}
+
+int quant_force_simd(const char *name) {
+    quant_init();
+    int want = !name ? QUANT_SIMD_AVX512
+               : !strcmp(name, "avx512") ? QUANT_SIMD_AVX512
+               : !strcmp(name, "avx2")   ? QUANT_SIMD_AVX2
+               : !strcmp(name, "scalar") ? QUANT_SIMD_SCALAR
+                                         : -1;
+    if (want < 0) return -1;
+    memset(&g_simd, 0, sizeof(g_simd));
+    g_level = quant_x86_install(&g_simd, want);
+    if (!g_force_scalar) g_active = g_simd;
+    return name && g_level != want ? -1 : 0;
 }
 
 const char *quant_simd_name(void) {
@@ -44,9 +78,17 @@ const char *quant_simd_name(void) {
     return g_level == QUANT_SIMD_AVX512 ? "avx512" : g_level == QUANT_SIMD_AVX2 ? "avx2" : "scalar";
 }
 
-static const quant_kernels *fast(void) {
-    quant_init();
-    return g_force_scalar ? NULL : &g_fast;
+/* The active kernel table; cheap enough for once-per-row calls (one load after init). */
+static inline const quant_kernels *kern(void) {
+    if (!atomic_load_explicit(&g_ready, memory_order_acquire)) quant_init();
+    return &g_active;
+}
+
+/* 1 if t is a type this file handles and n a whole number of its blocks. */
+static inline int row_ok(ll_type t, int64_t n) {
+    if ((unsigned)t >= LL_TYPE_COUNT_) return 0;
+    int64_t b = g_blk[t];
+    return b > 0 && n >= 0 && (n & (b - 1)) == 0;
 }
 
 /* ------------------------------------------------------------------ helpers */
@@ -153,11 +195,6 @@ static void dq_block(ll_type t, const void *blk, float *y) {
 
 static int is_plain_float(ll_type t) { return t == LL_TYPE_F32 || t == LL_TYPE_F16 || t == LL_TYPE_BF16; }
 
-static int is_block_type(ll_type t) {
-    return t == LL_TYPE_Q4_0 || t == LL_TYPE_Q8_0 || t == LL_TYPE_Q4_K || t == LL_TYPE_Q5_K ||
-           t == LL_TYPE_Q6_K || t == LL_TYPE_Q8_K || t == LL_TYPE_MLX4 || t == LL_TYPE_MLX8;
-}
-
 static void ref_dequant_row(ll_type t, const void *src, float *dst, int64_t n) {
     switch (t) {
     case LL_TYPE_F32: memcpy(dst, src, (size_t)n * sizeof(float)); return;
@@ -180,10 +217,9 @@ static void ref_dequant_row(ll_type t, const void *src, float *dst, int64_t n) {
 }
 
 void quant_dequant_row(ll_type t, const void *src, float *dst, int64_t n) {
-    LL_ASSERT(is_plain_float(t) || is_block_type(t));
-    LL_ASSERT(n >= 0 && n % quant_block_elems(t) == 0);
-    const quant_kernels *k = fast();
-    if (k && k->dequant[t]) { k->dequant[t](src, dst, n); return; }
+    const quant_kernels *k = kern();
+    LL_ASSERT(row_ok(t, n));
+    if (k->dequant[t]) { k->dequant[t](src, dst, n); return; }
     ref_dequant_row(t, src, dst, n);
 }
 
@@ -216,10 +252,9 @@ static float ref_dot_row(ll_type t, const void *row, const float *x, int64_t n) 
 }
 
 float quant_dot_row(ll_type t, const void *row, const float *x, int64_t n) {
-    LL_ASSERT(is_plain_float(t) || is_block_type(t));
-    LL_ASSERT(n >= 0 && n % quant_block_elems(t) == 0);
-    const quant_kernels *k = fast();
-    if (k && k->dot[t]) return k->dot[t](row, x, n);
+    const quant_kernels *k = kern();
+    LL_ASSERT(row_ok(t, n));
+    if (k->dot[t]) return k->dot[t](row, x, n);
     return ref_dot_row(t, row, x, n);
 }
 
@@ -250,63 +285,78 @@ static void qz_q4_0(const float *x, ll_block_q4_0 *b) {
     }
 }
 
+/* Round to nearest even for |v| < 2^22 by adding 1.5 * 2^23 (exact in fp32 arithmetic); the
+ * fits only round values already bounded by the code range, and this keeps them cheap. */
+static inline int rnd_small(float v) {
+    float t = v + 12582912.0f;
+    int32_t i;
+    memcpy(&i, &t, 4);
+    return i - 0x4b400000;
+}
+
 /* Fits x[0..n) ≈ s*q - m with q in [0, nmax], s >= 0, m >= 0 (the K-quant sub-block model),
- * minimising the squared error. Grid search over inverse scales around nmax/(max-min) with a
- * least-squares refit of (s, m) for each rounding; returns s and writes *m. */
+ * minimising the squared error. Candidates: min/max scaling, then 21 inverse scales around
+ * nmax/(max-min); for each, the codes are rounded and (s, m) refitted by least squares. The
+ * squared error of (codes, refit) is computed in closed form from the sums; it bounds the error
+ * after re-rounding with the refit, and the lowest bound wins. Returns s and writes *m_out. */
 static float quant_fit_affine(const float *x, int n, int nmax, float *m_out) {
     float lo = 0, hi = x[0];
-    for (int i = 0; i < n; i++) { lo = fminf(lo, x[i]); hi = fmaxf(hi, x[i]); }
-    if (hi <= lo) { *m_out = -lo; return 0; } /* constant block at <= 0 */
-    float best_s = (hi - lo) / (float)nmax, best_b = lo, best_err = 0;
+    double sx = 0, sxx = 0;
     for (int i = 0; i < n; i++) {
-        float e = best_s * (float)clampi(rnd((x[i] - lo) / best_s), 0, nmax) + lo - x[i];
-        best_err += e * e;
+        lo = fminf(lo, x[i]);
+        hi = fmaxf(hi, x[i]);
+        sx += x[i];
+        sxx += (double)x[i] * x[i];
     }
-    for (int k = -10; k <= 10; k++) {
-        float is = ((float)nmax + 0.1f * (float)k) / (hi - lo);
-        double sq = 0, sx = 0, sqq = 0, sqx = 0;
+    if (hi <= lo) { *m_out = -lo; return 0; } /* constant block at <= 0 */
+    float best_s = (hi - lo) / (float)nmax, best_b = lo;
+    double best_err = INFINITY;
+    for (int k = -11; k <= 10; k++) {
+        /* k = -11 is the plain min/max candidate, evaluated without a refit */
+        float is = k < -10 ? (float)nmax / (hi - lo) : ((float)nmax + 0.1f * (float)k) / (hi - lo);
+        double sq = 0, sqq = 0, sqx = 0;
         for (int i = 0; i < n; i++) {
-            int q = clampi(rnd(is * (x[i] - lo)), 0, nmax);
-            sq += q; sx += x[i]; sqq += (double)q * q; sqx += (double)q * x[i];
+            int q = clampi(rnd_small(is * (x[i] - lo)), 0, nmax);
+            sq += q; sqq += (double)q * q; sqx += (double)q * x[i];
         }
-        double det = n * sqq - sq * sq;
-        if (det <= 0) continue;
-        double s = (n * sqx - sq * sx) / det, b = (sx - s * sq) / n;
-        if (b > 0) { b = 0; s = sqq > 0 ? sqx / sqq : 0; } /* the min must stay <= 0 */
-        if (s <= 0) continue;
-        float err = 0;
-        for (int i = 0; i < n; i++) {
-            float e = (float)s * (float)clampi(rnd((x[i] - (float)b) / (float)s), 0, nmax) + (float)b - x[i];
-            err += e * e;
+        double sc, b;
+        if (k < -10) {
+            sc = (double)(hi - lo) / nmax; b = lo;
+        } else {
+            double det = n * sqq - sq * sq;
+            if (det <= 0) continue;
+            sc = (n * sqx - sq * sx) / det;
+            b = (sx - sc * sq) / n;
+            if (b > 0) { b = 0; sc = sqq > 0 ? sqx / sqq : 0; } /* the min must stay <= 0 */
+            if (sc <= 0) continue;
         }
-        if (err < best_err) { best_err = err; best_s = (float)s; best_b = (float)b; }
+        double err = sc * sc * sqq + 2 * sc * b * sq + n * b * b - 2 * sc * sqx - 2 * b * sx + sxx;
+        if (err < best_err) { best_err = err; best_s = (float)sc; best_b = (float)b; }
     }
     *m_out = -best_b;
     return best_s;
 }
 
 /* Fits x[0..n) ≈ s*q with q in [-nmax, nmax-1] (Q6_K's sub-block model); s may be negative so
- * that the largest magnitude can use the extra negative code. Same grid-and-refit search. */
+ * that the largest magnitude can use the extra negative code. Same candidates-and-refit search;
+ * for a least-squares s the error is sum(x^2) - sqx^2/sqq, so the largest sqx^2/sqq wins. */
 static float quant_fit_symmetric(const float *x, int n, int nmax) {
     float amax = 0, max = 0;
     for (int i = 0; i < n; i++)
         if (fabsf(x[i]) > amax) { amax = fabsf(x[i]); max = x[i]; }
     if (amax == 0) return 0;
-    float best_s = 0, best_err = INFINITY;
+    float best_s = 0;
+    double best_gain = -1;
     for (int k = -10; k <= 10; k++) {
         float is = -((float)nmax + 0.1f * (float)k) / max;
         double sqq = 0, sqx = 0;
         for (int i = 0; i < n; i++) {
-            int q = clampi(rnd(is * x[i]), -nmax, nmax - 1);
+            int q = clampi(rnd_small(is * x[i]), -nmax, nmax - 1);
             sqq += (double)q * q; sqx += (double)q * x[i];
         }
         if (sqq <= 0) continue;
-        float s = (float)(sqx / sqq), err = 0;
-        for (int i = 0; i < n; i++) {
-            float e = s * (float)clampi(rnd(x[i] / s), -nmax, nmax - 1) - x[i];
-            err += e * e;
-        }
-        if (err < best_err) { best_err = err; best_s = s; }
+        double gain = sqx * sqx / sqq;
+        if (gain > best_gain) { best_gain = gain; best_s = (float)(sqx / sqq); }
     }
     return best_s;
 }
@@ -421,8 +471,8 @@ static void qz_mlx4(const float *x, ll_block_mlx4 *b) {
 static void qz_mlx8(const float *x, ll_block_mlx8 *b) { qz_mlx(x, 255, &b->scale, &b->bias, b->qs); }
 
 size_t quant_quantize_row(ll_type t, const float *src, void *dst, int64_t n) {
-    LL_ASSERT(is_plain_float(t) || is_block_type(t));
-    LL_ASSERT(n >= 0 && n % quant_block_elems(t) == 0);
+    (void)kern();
+    LL_ASSERT(row_ok(t, n));
     size_t bytes = quant_row_bytes(t, n);
     switch (t) {
     case LL_TYPE_F32: memcpy(dst, src, bytes); return bytes;
@@ -468,10 +518,10 @@ ll_type quant_vec_dot_type(ll_type t) {
 size_t quant_act_bytes(ll_type t, int64_t n) { return quant_row_bytes(quant_vec_dot_type(t), n); }
 
 void quant_quantize_act(ll_type t, const float *x, void *act, int64_t n) {
+    const quant_kernels *k = kern();
     ll_type at = quant_vec_dot_type(t);
-    LL_ASSERT(n >= 0 && n % quant_block_elems(t) == 0);
-    const quant_kernels *k = fast();
-    if (k && k->quant_act[at]) { k->quant_act[at](x, act, n); return; }
+    LL_ASSERT(row_ok(t, n) && row_ok(at, n));
+    if (k->quant_act[at]) { k->quant_act[at](x, act, n); return; }
     quant_quantize_row(at, x, act, n);
 }
 
@@ -562,9 +612,20 @@ static float ref_dot_row_q(ll_type t, const void *row, const void *act, int64_t 
 }
 
 float quant_dot_row_q(ll_type t, const void *row, const void *act, int64_t n) {
-    LL_ASSERT(is_plain_float(t) || is_block_type(t));
-    LL_ASSERT(n >= 0 && n % quant_block_elems(t) == 0);
-    const quant_kernels *k = fast();
-    if (k && k->dot_q[t]) return k->dot_q[t](row, act, n);
+    const quant_kernels *k = kern();
+    LL_ASSERT(row_ok(t, n));
+    if (k->dot_q[t]) return k->dot_q[t](row, act, n);
     return ref_dot_row_q(t, row, act, n);
+}
+
+void quant_dot_rows_q(ll_type t, const void *rows, size_t row_stride, int64_t nrows, const void *act, int64_t n,
+                      float *y) {
+    const quant_kernels *k = kern();
+    LL_ASSERT(row_ok(t, n) && nrows >= 0);
+    const uint8_t *p = rows;
+    quant_dotq_fn f = k->dot_q[t];
+    if (f)
+        for (int64_t r = 0; r < nrows; r++) y[r] = f(p + (size_t)r * row_stride, act, n);
+    else
+        for (int64_t r = 0; r < nrows; r++) y[r] = ref_dot_row_q(t, p + (size_t)r * row_stride, act, n);
 }

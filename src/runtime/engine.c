@@ -121,11 +121,14 @@ ll_status ll_engine_open(const ll_engine_params *p, ll_engine **out) {
         snprintf(e->model_id, sizeof(e->model_id), "%s", basename(tmp));
     }
     if ((st = qwen_model_load(p->model_path, &e->model)) != LL_OK) goto fail;
-    const char *tp = p->tokenizer_path ? p->tokenizer_path : dir;
+    size_t mlen = strlen(p->model_path);
+    int is_gguf = mlen > 5 && !strcmp(p->model_path + mlen - 5, ".gguf");
+    /* a GGUF carries its tokenizer; a directory has tokenizer.json beside the weights */
+    const char *tp = p->tokenizer_path ? p->tokenizer_path : is_gguf ? p->model_path : dir;
     char tj[4200];
     snprintf(tj, sizeof(tj), "%s/tokenizer.json", dir);
     struct stat tst;
-    if (!p->tokenizer_path && stat(tj, &tst) != 0) {
+    if (!p->tokenizer_path && !is_gguf && stat(tj, &tst) != 0) {
         ll_log(LL_LOG_WARN, "%s: no tokenizer.json: only token-id prompts and outputs are possible", dir);
     } else if ((st = tok_load_file(tp, &e->tok)) != LL_OK) {
         goto fail;
@@ -263,11 +266,15 @@ static ll_status render_chat(ll_engine *e, const ll_gen_request *r, char **text,
     if (!e->chat) return ll_err(LL_ERR_INVALID, "this model has no chat template; use /v1/completions");
     if (!cJSON_IsArray(r->messages)) return ll_err(LL_ERR_INVALID, "messages: must be an array");
     cJSON *req = cJSON_CreateObject();
-    if (!req) return ll_err(LL_ERR_OOM, "out of memory");
-    cJSON_AddItemReferenceToObject(req, "messages", (cJSON *)r->messages);
+    cJSON *msgs = cJSON_Duplicate(r->messages, 1); /* normalised below; the caller's stays intact */
+    if (!req || !msgs) { cJSON_Delete(req); cJSON_Delete(msgs); return ll_err(LL_ERR_OOM, "out of memory"); }
+    cJSON_AddItemToObject(req, "messages", msgs);
     if (r->tools) cJSON_AddItemReferenceToObject(req, "tools", (cJSON *)r->tools);
     if (r->template_kwargs) cJSON_AddItemReferenceToObject(req, "chat_template_kwargs", (cJSON *)r->template_kwargs);
     cJSON_AddBoolToObject(req, "add_generation_prompt", 1);
+    /* OpenAI clients send tool-call arguments as JSON text; the Qwen templates iterate them as
+     * objects (as vLLM and llama.cpp also convert) */
+    tmpl_normalize_tool_args(req);
     ll_status st = tmpl_render(e->chat, req, NULL, text, len);
     cJSON_Delete(req);
     if (st != LL_OK) return st;
@@ -309,9 +316,23 @@ static ll_status build_prompt(ll_engine *e, const ll_gen_request *r, tok_ids *id
     return ll_err(LL_ERR_INVALID, "request has neither messages nor a prompt");
 }
 
-/* Brings the sequence to the state after prompt[0..n-1) using the best snapshot, and snapshots
- * there. Returns the number of tokens reused. */
-static ll_status prefill_prompt(ll_engine *e, const char *ns, const int32_t *ids, int32_t n, int32_t *reused) {
+static void snapshot_here(ll_engine *e, const char *ns, const int32_t *ids, int32_t pos) {
+    ll_backend *be = e->be;
+    size_t bytes = be->v->seq_state_bytes(be, e->seq);
+    void *blob = ll_malloc(bytes);
+    if (!blob) return; /* a snapshot is an optimisation: failing to take one is not an error */
+    if (be->v->seq_save(be, e->seq, blob, bytes) == LL_OK) (void)ll_snap_store_put(e->snaps, ns, ids, (size_t)pos, blob, bytes);
+    ll_free(blob);
+}
+
+/* Brings the sequence to the state after prompt[0..n-1), resuming from the best snapshot, and
+ * snapshots on the way at `keep` (the start of a chat prompt's generation turn, or 0) and at n-1.
+ * Why two: a chat template re-renders the previous assistant turn differently from how the
+ * generation prompt began (Qwen3.5/3.6 drop the empty <think></think> of earlier turns), so the
+ * next turn's prompt extends the state *before* "<|im_start|>assistant", not the one at n-1; a
+ * repeated or extended raw prompt extends n-1. Returns the number of tokens reused. */
+static ll_status prefill_prompt(ll_engine *e, const char *ns, const int32_t *ids, int32_t n, int32_t keep,
+                                int32_t *reused) {
     ll_backend *be = e->be;
     *reused = 0;
     const ll_snap *sn = n > 1 ? ll_snap_store_lookup(e->snaps, ns, ids, (size_t)n - 1) : NULL;
@@ -322,25 +343,24 @@ static ll_status prefill_prompt(ll_engine *e, const char *ns, const int32_t *ids
         be->v->seq_reset(be, e->seq);
         e->stats.snapshot_misses++;
     }
-    if (*reused < n - 1) {
-        LL_TRY(be->v->forward(be, e->seq, ids + *reused, n - 1 - *reused, LL_LOGITS_NONE, NULL));
-        size_t bytes = be->v->seq_state_bytes(be, e->seq);
-        void *blob = ll_malloc(bytes);
-        if (blob) { /* a snapshot is an optimisation: failing to take one is not an error */
-            if (be->v->seq_save(be, e->seq, blob, bytes) == LL_OK)
-                (void)ll_snap_store_put(e->snaps, ns, ids, (size_t)n - 1, blob, bytes);
-            ll_free(blob);
-        }
+    int32_t marks[2] = {keep, n - 1}, pos = *reused;
+    for (int i = 0; i < 2; i++) {
+        if (marks[i] <= pos) continue;
+        LL_TRY(be->v->forward(be, e->seq, ids + pos, marks[i] - pos, LL_LOGITS_NONE, NULL));
+        pos = marks[i];
+        snapshot_here(e, ns, ids, pos);
     }
-    if (n > 1) { /* remember the state's tokens for ll_engine_session_save */
-        int32_t *cp = ll_malloc(sizeof(int32_t) * (size_t)(n - 1));
+    /* remember the most reusable state's tokens for ll_engine_session_save */
+    int32_t save_at = keep > 0 ? keep : n - 1;
+    if (save_at > 0) {
+        int32_t *cp = ll_malloc(sizeof(int32_t) * (size_t)save_at);
         char *nsc = ll_strdup(ns);
         if (cp && nsc) {
-            memcpy(cp, ids, sizeof(int32_t) * (size_t)(n - 1));
+            memcpy(cp, ids, sizeof(int32_t) * (size_t)save_at);
             ll_free(e->last_prompt);
             ll_free(e->last_ns);
             e->last_prompt = cp;
-            e->n_last_prompt = (size_t)(n - 1);
+            e->n_last_prompt = (size_t)save_at;
             e->last_ns = nsc;
         } else {
             ll_free(cp);
@@ -385,7 +405,13 @@ ll_status ll_engine_generate(ll_engine *e, const ll_gen_request *r, ll_gen_cb cb
     if (r->logprobs && !(g.lp = ll_calloc((size_t)max_new, sizeof(ll_logprobs)))) { st = ll_err(LL_ERR_OOM, "out of memory"); goto done; }
 
     double t0 = ll_time_sec();
-    if ((st = prefill_prompt(e, ns, ids.ids, n, &res->cached_tokens)) != LL_OK) goto done;
+    int32_t keep = 0; /* chat: the position where the generation turn starts (last <|im_start|>) */
+    if (r->messages && e->tok) {
+        int32_t im_start = tok_find(e->tok, "<|im_start|>");
+        for (int32_t i = n - 1; i > 0 && im_start >= 0; i--)
+            if (ids.ids[i] == im_start) { keep = i; break; }
+    }
+    if ((st = prefill_prompt(e, ns, ids.ids, n, keep, &res->cached_tokens)) != LL_OK) goto done;
     if ((st = e->be->v->forward(e->be, e->seq, ids.ids + n - 1, 1, LL_LOGITS_LAST, e->logits)) != LL_OK) goto done;
     double t1 = ll_time_sec();
     res->prefill_sec = t1 - t0;

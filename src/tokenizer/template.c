@@ -34,7 +34,11 @@ typedef struct ctx {
     char msg[512];
     const char *name;    /* template name for messages */
     int depth;           /* recursion guard (macros, nesting) */
+    size_t mem;          /* arena bytes so far, bounded: a template must not eat the server */
+    uint64_t steps;      /* loop iterations and macro calls so far, bounded likewise */
 } ctx;
+
+enum { TMPL_MAX_MEM = 256u << 20, TMPL_MAX_STEPS = 5000000 };
 
 static _Noreturn void fail(ctx *c, ll_status st, int line, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 static _Noreturn void fail(ctx *c, ll_status st, int line, const char *fmt, ...) {
@@ -53,6 +57,8 @@ static void *amalloc(ctx *c, size_t n) {
     n = (n + 15) & ~(size_t)15;
     if (!c->blk || c->blk->used + n > c->blk->cap) {
         size_t cap = LL_MAX(n, (size_t)64 * 1024);
+        if (c->mem + cap > TMPL_MAX_MEM) fail(c, LL_ERR_OVERFLOW, 0, "template needs more than %u MiB", TMPL_MAX_MEM >> 20);
+        c->mem += cap;
         arena_blk *b = ll_malloc(sizeof(arena_blk) + cap);
         if (!b) fail(c, LL_ERR_OOM, 0, "out of memory");
         b->next = c->blk;
@@ -359,7 +365,7 @@ typedef struct val val;
 
 struct val {
     uint8_t t;
-    uint8_t ns;      /* V_DICT: a namespace() (assignable with set ns.x) */
+    uint8_t ns;      /* V_DICT: a namespace() (assignable with set ns.x); V_LIST: a tuple (repr) */
     size_t n;        /* V_STR length */
     union {
         int64_t i;   /* V_INT, V_BOOL */
@@ -461,7 +467,9 @@ static val from_json(ctx *c, const cJSON *j) {
     if (cJSON_IsObject(j)) {
         vdict *d = dict_new(c);
         const cJSON *e;
-        cJSON_ArrayForEach(e, j) dict_set(c, d, e->string, strlen(e->string), from_json(c, e));
+        cJSON_ArrayForEach(e, j) {
+            if (e->string) dict_set(c, d, e->string, strlen(e->string), from_json(c, e));
+        }
         return mk_dict(d);
     }
     return mk_none();
@@ -555,12 +563,13 @@ static void to_str(ctx *c, buf *b, const val *v, int repr);
 
 static void repr_seq(ctx *c, buf *b, const val *v) {
     if (v->t == V_LIST) {
-        buf_puts(c, b, "[");
+        buf_puts(c, b, v->ns ? "(" : "[");
         for (size_t i = 0; i < v->l->n; i++) {
             if (i) buf_puts(c, b, ", ");
             to_str(c, b, &v->l->v[i], 1);
         }
-        buf_puts(c, b, "]");
+        if (v->ns && v->l->n == 1) buf_puts(c, b, ",");
+        buf_puts(c, b, v->ns ? ")" : "]");
     } else {
         if (v->ns) buf_puts(c, b, "<Namespace ");
         buf_puts(c, b, "{");
@@ -840,7 +849,7 @@ static node *parse_primary(parser *P) {
     }
     if (is_op(P, "(")) {
         P->i++;
-        if (is_op(P, ")")) { P->i++; n = nnew(P, E_LIST); return n; } /* () as an empty tuple */
+        if (is_op(P, ")")) { P->i++; n = nnew(P, E_LIST); n->neg = 1; return n; } /* () */
         node *e = parse_expr(P);
         if (is_op(P, ",")) { /* tuple: behaves as a list here */
             nvec v = {0};
@@ -853,7 +862,9 @@ static node *parse_primary(parser *P) {
             e = nnew(P, E_LIST);
             e->list = v.v;
             e->nlist = v.n;
+            e->neg = 1; /* tuple */
         }
+        if (e->kind == E_BIN && e->neg == 2) e->neg = 3; /* (a < b) < c does not chain */
         expect_op(P, ")");
         return e;
     }
@@ -1050,7 +1061,10 @@ static node *parse_compare(parser *P) {
         } else {
             return n;
         }
+        int chained = n->kind == E_BIN && n->neg == 2;
         n = mkbin(P, op, n, parse_math1(P));
+        n->neg = 2;        /* a comparison: a < b < c means a < b and b < c */
+        n->c = chained ? n->a : NULL;
     }
 }
 static node *parse_not(parser *P) {
@@ -1256,7 +1270,11 @@ static node **parse_body(parser *P, int *count, const char *const *ends, const c
     for (;;) {
         tok *t = peek(P);
         if (t->type == T_EOF) {
-            if (ends) fail(P->c, LL_ERR_FORMAT, t->line, "missing '{%% %s %%}' at end of template", ends[0]);
+            if (ends) {
+                int k = 0;
+                while (ends[k + 1]) k++; /* the closing keyword is listed last */
+                fail(P->c, LL_ERR_FORMAT, t->line, "missing '{%% %s %%}' at end of template", ends[k]);
+            }
             break;
         }
         if (t->type == T_TEXT) {
@@ -1518,7 +1536,9 @@ static val items_of(rstate *R, const val *v, int line) {
         vlist *p = list_new(R->c, 2);
         list_push(R->c, p, mk_str(v->d->k[i], v->d->kn[i]));
         list_push(R->c, p, v->d->v[i]);
-        list_push(R->c, l, mk_list(p));
+        val pv = mk_list(p);
+        pv.ns = 1; /* a tuple */
+        list_push(R->c, l, pv);
     }
     return mk_list(l);
 }
@@ -1821,9 +1841,10 @@ static val call_func(rstate *R, const val *f, const args *a, int line) {
         } else fail(c, LL_ERR_INVALID, line, "range() takes 1 to 3 arguments");
         if (!sp) fail(c, LL_ERR_INVALID, line, "range() step must not be zero");
         vlist *l = list_new(c, 8);
-        for (int64_t i = st; sp > 0 ? i < en : i > en; i += sp) {
+        for (int64_t i = st; sp > 0 ? i < en : i > en;) {
             if (l->n >= 1000000) fail(c, LL_ERR_OVERFLOW, line, "range() too long");
             list_push(c, l, mk_int(i));
+            if (__builtin_add_overflow(i, sp, &i)) break;
         }
         return mk_list(l);
     }
@@ -1921,13 +1942,16 @@ static val apply_filter(rstate *R, const node *n, val v, const args *a) {
     }
     if (!strcmp(f, "int")) {
         if (v.t == V_INT || v.t == V_BOOL) return mk_int(v.i);
-        if (v.t == V_FLOAT) return mk_int((int64_t)v.f);
+        if (v.t == V_FLOAT) {
+            if (!(fabs(v.f) < 9.2e18)) fail(c, LL_ERR_UNSUPPORTED, line, "float %g does not fit an integer", v.f);
+            return mk_int((int64_t)v.f);
+        }
         if (v.t == V_STR) {
             char *e, *s = astrndup(c, v.s, v.n);
             long long x = strtoll(s, &e, 10);
             if (*s && !*e) return mk_int(x);
             double d = strtod(s, &e);
-            if (*s && !*e) return mk_int((int64_t)d);
+            if (*s && !*e && fabs(d) < 9.2e18) return mk_int((int64_t)d);
         }
         return a->npos ? a->pos[0] : mk_int(0);
     }
@@ -1942,7 +1966,10 @@ static val apply_filter(rstate *R, const node *n, val v, const args *a) {
         return a->npos ? a->pos[0] : mk_float(0);
     }
     if (!strcmp(f, "abs")) {
-        if (v.t == V_INT || v.t == V_BOOL) return mk_int(v.i < 0 ? -v.i : v.i);
+        if (v.t == V_INT || v.t == V_BOOL) {
+            if (v.i == INT64_MIN) fail(c, LL_ERR_UNSUPPORTED, line, "integer overflow");
+            return mk_int(v.i < 0 ? -v.i : v.i);
+        }
         if (v.t == V_FLOAT) return mk_float(fabs(v.f));
         fail(c, LL_ERR_INVALID, line, "bad operand type for abs(): '%s'", type_name(&v));
     }
@@ -2112,8 +2139,12 @@ static val binop(rstate *R, const node *n, val a, val b) {
     double x = 0, y = 0;
     int na = num_val(&a, &x), nb = num_val(&b, &y);
     int ints = na && nb && a.t != V_FLOAT && b.t != V_FLOAT;
+    int64_t r64;
     if (!strcmp(op, "+")) {
-        if (ints) return mk_int(a.i + b.i);
+        if (ints) {
+            if (__builtin_add_overflow(a.i, b.i, &r64)) fail(c, LL_ERR_UNSUPPORTED, line, "integer overflow");
+            return mk_int(r64);
+        }
         if (na && nb) return mk_float(x + y);
         if (a.t == V_STR && b.t == V_STR) {
             char *p = amalloc(c, a.n + b.n + 1);
@@ -2141,8 +2172,13 @@ static val binop(rstate *R, const node *n, val a, val b) {
         return mk_str(bb.s ? bb.s : "", bb.n);
     }
     if (!na || !nb) fail(c, LL_ERR_INVALID, line, "unsupported operand type(s) for %s: '%s' and '%s'", op, type_name(&a), type_name(&b));
-    if (!strcmp(op, "-")) return ints ? mk_int(a.i - b.i) : mk_float(x - y);
-    if (!strcmp(op, "*")) return ints ? mk_int(a.i * b.i) : mk_float(x * y);
+    if (ints && (!strcmp(op, "-") || !strcmp(op, "*"))) {
+        if (op[0] == '-' ? __builtin_sub_overflow(a.i, b.i, &r64) : __builtin_mul_overflow(a.i, b.i, &r64))
+            fail(c, LL_ERR_UNSUPPORTED, line, "integer overflow");
+        return mk_int(r64);
+    }
+    if (!strcmp(op, "-")) return mk_float(x - y);
+    if (!strcmp(op, "*")) return mk_float(x * y);
     if (!strcmp(op, "/")) {
         if (y == 0) fail(c, LL_ERR_INVALID, line, "division by zero");
         return mk_float(x / y);
@@ -2150,6 +2186,7 @@ static val binop(rstate *R, const node *n, val a, val b) {
     if (!strcmp(op, "//") || !strcmp(op, "%")) {
         if (y == 0) fail(c, LL_ERR_INVALID, line, "integer division or modulo by zero");
         if (ints) {
+            if (a.i == INT64_MIN && b.i == -1) fail(c, LL_ERR_UNSUPPORTED, line, "integer overflow");
             int64_t q = a.i / b.i, r = a.i % b.i;
             if (r && ((r < 0) != (b.i < 0))) { q--; r += b.i; }
             return op[0] == '/' ? mk_int(q) : mk_int(r);
@@ -2160,7 +2197,10 @@ static val binop(rstate *R, const node *n, val a, val b) {
     if (!strcmp(op, "**")) {
         if (ints && b.i >= 0) {
             int64_t r = 1;
-            for (int64_t i = 0; i < b.i && i < 64; i++) r *= a.i;
+            if (a.i == 0 || a.i == 1) return mk_int(b.i == 0 ? 1 : a.i);
+            if (a.i == -1) return mk_int(b.i % 2 ? -1 : 1);
+            for (int64_t i = 0; i < b.i; i++) /* |a| >= 2: overflows within 63 steps */
+                if (__builtin_mul_overflow(r, a.i, &r)) fail(c, LL_ERR_UNSUPPORTED, line, "integer overflow");
             return mk_int(r);
         }
         return mk_float(pow(x, y));
@@ -2205,6 +2245,12 @@ static val eval(rstate *R, scope *S, const node *n) {
         return mk_bool(apply_test(R, n, &v, &a) != n->neg);
     }
     case E_BIN: {
+        if (n->c) { /* chained comparison: n->a is the previous link, n->a->b its right side */
+            val prev = eval(R, S, n->a);
+            if (!truthy(&prev)) return prev;
+            val a = eval(R, S, n->a->b), b = eval(R, S, n->b);
+            return binop(R, n, a, b);
+        }
         val a = eval(R, S, n->a), b = eval(R, S, n->b);
         return binop(R, n, a, b);
     }
@@ -2218,7 +2264,10 @@ static val eval(rstate *R, scope *S, const node *n) {
     }
     case E_NEG: case E_POS: {
         val a = eval(R, S, n->a);
-        if (a.t == V_INT || a.t == V_BOOL) return mk_int(n->kind == E_NEG ? -a.i : a.i);
+        if (a.t == V_INT || a.t == V_BOOL) {
+            if (n->kind == E_NEG && a.i == INT64_MIN) fail(c, LL_ERR_UNSUPPORTED, n->line, "integer overflow");
+            return mk_int(n->kind == E_NEG ? -a.i : a.i);
+        }
         if (a.t == V_FLOAT) return mk_float(n->kind == E_NEG ? -a.f : a.f);
         fail(c, LL_ERR_INVALID, n->line, "bad operand type for unary -: '%s'", type_name(&a));
     }
@@ -2242,7 +2291,9 @@ static val eval(rstate *R, scope *S, const node *n) {
     case E_LIST: {
         vlist *l = list_new(c, (size_t)n->nlist);
         for (int i = 0; i < n->nlist; i++) list_push(c, l, eval(R, S, n->list[i]));
-        return mk_list(l);
+        val lv = mk_list(l);
+        lv.ns = (uint8_t)n->neg;
+        return lv;
     }
     case E_DICT: {
         vdict *d = dict_new(c);
@@ -2309,30 +2360,39 @@ static int exec_body(rstate *R, scope *S, node **body, int nb, buf *out) {
             vlist *all = iter_list(R, &it, n->line), *items = all;
             if (n->b) { /* the loop filter runs before loop.* is computed */
                 items = list_new(c, all->n);
+                scope *fs = scope_new(R, S);
                 for (size_t k = 0; k < all->n; k++) {
-                    scope *fs = scope_new(R, S);
+                    if (++c->steps > TMPL_MAX_STEPS) fail(c, LL_ERR_OVERFLOW, n->line, "template runs too long (loop iterations)");
+                    fs->vars->n = 0;
                     assign_targets(R, fs, n, all->v[k]);
                     val ok = eval(R, fs, n->b);
                     if (truthy(&ok)) list_push(c, items, all->v[k]);
                 }
             }
             size_t len = items->n;
+            /* one scope and one loop object per loop, reset each iteration: a fresh scope per
+             * iteration is the semantics, without an allocation per iteration */
+            scope *ls = scope_new(R, S);
+            vdict *lp = dict_new(c);
+            static const char *const lk[] = {"index", "index0", "revindex", "revindex0", "first", "last", "length",
+                                             "previtem", "nextitem", "depth", "depth0"};
+            for (size_t q = 0; q < LL_ARRAY_LEN(lk); q++) dict_set(c, lp, lk[q], strlen(lk[q]), mk_none());
+            val lv = mk_dict(lp);
+            lv.ns = 1; /* attributes only, no dict methods */
             for (size_t k = 0; k < len; k++) {
-                scope *ls = scope_new(R, S);
-                vdict *lp = dict_new(c);
-                dict_set(c, lp, "index", 5, mk_int((int64_t)k + 1));
-                dict_set(c, lp, "index0", 6, mk_int((int64_t)k));
-                dict_set(c, lp, "revindex", 8, mk_int((int64_t)(len - k)));
-                dict_set(c, lp, "revindex0", 9, mk_int((int64_t)(len - k - 1)));
-                dict_set(c, lp, "first", 5, mk_bool(k == 0));
-                dict_set(c, lp, "last", 4, mk_bool(k + 1 == len));
-                dict_set(c, lp, "length", 6, mk_int((int64_t)len));
-                dict_set(c, lp, "previtem", 8, k ? items->v[k - 1] : mk_undef("previtem"));
-                dict_set(c, lp, "nextitem", 8, k + 1 < len ? items->v[k + 1] : mk_undef("nextitem"));
-                dict_set(c, lp, "depth", 5, mk_int(1));
-                dict_set(c, lp, "depth0", 6, mk_int(0));
-                val lv = mk_dict(lp);
-                lv.ns = 1; /* attributes only, no dict methods */
+                if (++c->steps > TMPL_MAX_STEPS) fail(c, LL_ERR_OVERFLOW, n->line, "template runs too long (loop iterations)");
+                lp->v[0] = mk_int((int64_t)k + 1);
+                lp->v[1] = mk_int((int64_t)k);
+                lp->v[2] = mk_int((int64_t)(len - k));
+                lp->v[3] = mk_int((int64_t)(len - k - 1));
+                lp->v[4] = mk_bool(k == 0);
+                lp->v[5] = mk_bool(k + 1 == len);
+                lp->v[6] = mk_int((int64_t)len);
+                lp->v[7] = k ? items->v[k - 1] : mk_undef("previtem");
+                lp->v[8] = k + 1 < len ? items->v[k + 1] : mk_undef("nextitem");
+                lp->v[9] = mk_int(1);
+                lp->v[10] = mk_int(0);
+                ls->vars->n = 0;
                 scope_set(R, ls, "loop", lv);
                 assign_targets(R, ls, n, items->v[k]);
                 int f = exec_body(R, ls, n->list, n->nlist, out);
@@ -2396,7 +2456,7 @@ ll_status tmpl_render(const tmpl *t, const cJSON *request, const cJSON *vars, ch
     rstate R = {.c = &c};
     R.root = scope_new(&R, NULL);
     const cJSON *e;
-    if (cJSON_IsObject(vars)) cJSON_ArrayForEach(e, vars) scope_set(&R, R.root, e->string, from_json(&c, e));
+    if (cJSON_IsObject(vars)) cJSON_ArrayForEach(e, vars) if (e->string) scope_set(&R, R.root, e->string, from_json(&c, e));
     scope_set(&R, R.root, "messages", from_json(&c, msgs));
     const cJSON *tools = cJSON_GetObjectItemCaseSensitive(request, "tools");
     scope_set(&R, R.root, "tools", from_json(&c, tools));
@@ -2405,7 +2465,7 @@ ll_status tmpl_render(const tmpl *t, const cJSON *request, const cJSON *vars, ch
     scope_set(&R, R.root, "add_generation_prompt", mk_bool(agp ? cJSON_IsTrue(agp) : 1));
     const cJSON *kw = cJSON_GetObjectItemCaseSensitive(request, "chat_template_kwargs");
     if (kw && !cJSON_IsObject(kw) && !cJSON_IsNull(kw)) fail(&c, LL_ERR_INVALID, 0, "chat_template_kwargs must be an object");
-    if (cJSON_IsObject(kw)) cJSON_ArrayForEach(e, kw) scope_set(&R, R.root, e->string, from_json(&c, e));
+    if (cJSON_IsObject(kw)) cJSON_ArrayForEach(e, kw) if (e->string) scope_set(&R, R.root, e->string, from_json(&c, e));
     buf b = {0};
     buf_put(&c, &b, "", 0);
     exec_body(&R, R.root, t->body, t->nbody, &b);
@@ -2416,4 +2476,22 @@ ll_status tmpl_render(const tmpl *t, const cJSON *request, const cJSON *vars, ch
     *out = res;
     arena_free(c.blk);
     return LL_OK;
+}
+
+int tmpl_normalize_tool_args(cJSON *request) {
+    int k = 0;
+    cJSON *m;
+    cJSON_ArrayForEach(m, cJSON_GetObjectItemCaseSensitive(request, "messages")) {
+        cJSON *tc;
+        cJSON_ArrayForEach(tc, cJSON_GetObjectItemCaseSensitive(m, "tool_calls")) {
+            cJSON *fn = cJSON_GetObjectItemCaseSensitive(tc, "function");
+            cJSON *av = cJSON_GetObjectItemCaseSensitive(fn ? fn : tc, "arguments");
+            if (!cJSON_IsString(av)) continue;
+            cJSON *obj = cJSON_Parse(av->valuestring);
+            if (!cJSON_IsObject(obj)) { cJSON_Delete(obj); continue; }
+            cJSON_ReplaceItemInObjectCaseSensitive(fn ? fn : tc, "arguments", obj);
+            k++;
+        }
+    }
+    return k;
 }

@@ -41,4 +41,11 @@ void tmpl_free(tmpl *t);
  * server can show the template's own words); other errors name the template line. */
 ll_status tmpl_render(const tmpl *t, const cJSON *request, const cJSON *vars, char **out, size_t *out_len);
 
+/* OpenAI clients send tool_calls[].function.arguments as a JSON *string*; the Qwen3.5/3.6 templates
+ * iterate it as a mapping (`arguments|items`) and fail on a string, so servers (vLLM, llama.cpp)
+ * parse it first. This does that in place: every such string that parses as a JSON object becomes
+ * that object. Returns how many were converted. (Leave requests for the Qwen3 template alone if
+ * byte-exactness with a string-argument transformers call matters: it prints strings verbatim.) */
+int tmpl_normalize_tool_args(cJSON *request);
+
 #endif

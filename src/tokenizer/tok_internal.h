@@ -24,6 +24,7 @@ struct tok_tokenizer {
     uint16_t byte_cp[256];  /* GPT-2 byte → code point */
     int16_t cp_byte[512];   /* and back (-1 when not in the map) */
     int32_t *added;         /* [n_added] added token ids, by first byte, longest first */
+    uint32_t *alen;         /* [n_added] byte length of each added token */
     int32_t n_added;
     uint32_t abeg[257];     /* added[abeg[c] .. abeg[c+1]) start with byte c */
     struct pcre2_real_code_8 *re;

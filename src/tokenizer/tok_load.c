@@ -259,24 +259,112 @@ static int is_file(const char *p) {
     return stat(p, &s) == 0 && S_ISREG(s.st_mode);
 }
 
+/* dst = dir + "/" + name; 0 if it does not fit */
+static int path_join(char *dst, size_t cap, const char *dir, size_t dl, const char *name) {
+    size_t nl = strlen(name);
+    if (dl + 1 + nl + 1 > cap) return 0;
+    memcpy(dst, dir, dl);
+    dst[dl] = '/';
+    memcpy(dst + dl + 1, name, nl + 1);
+    return 1;
+}
+
+/* The "slow" layout: vocab.json + merges.txt + tokenizer_config.json (Qwen2Tokenizer: NFC, and
+ * the split regex from the config's pretokenize_regex, else Qwen2's). */
+static ll_status load_slow_dir(const char *dir, const char *cj, const char *tp, tok_tokenizer **out) {
+    char vj[4096], mt[4096];
+    if (!path_join(vj, sizeof(vj), dir, strlen(dir), "vocab.json") || !path_join(mt, sizeof(mt), dir, strlen(dir), "merges.txt"))
+        return ll_err(LL_ERR_INVALID, "%s: path too long", dir);
+    char *vtext = NULL, *mtext = NULL, *ctext = NULL, *tmpl = NULL, *mstore = NULL;
+    char **merges = NULL;
+    size_t vl = 0, ml = 0, cl = 0, tl = 0;
+    int32_t nm = 0;
+    const char **tokens = NULL;
+    tok_added *added = NULL;
+    cJSON *vocab = NULL, *cfg = NULL;
+    ll_status st = read_all(vj, &vtext, &vl);
+    if (st == LL_OK) st = read_all(mt, &mtext, &ml);
+    if (st == LL_OK && is_file(cj)) st = read_all(cj, &ctext, &cl);
+    if (st == LL_OK && is_file(tp)) st = read_all(tp, &tmpl, &tl);
+    if (st == LL_OK && !(vocab = cJSON_ParseWithLength(vtext, vl))) st = ll_err(LL_ERR_FORMAT, "%s: not valid JSON", vj);
+    if (st == LL_OK && ctext && !(cfg = cJSON_ParseWithLength(ctext, cl))) st = ll_err(LL_ERR_FORMAT, "%s: not valid JSON", cj);
+    if (st == LL_OK) st = tok_parse_merges_txt(mtext, ml, &merges, &nm, &mstore);
+    int32_t n = 0, n_added = 0;
+    const cJSON *e;
+    if (st == LL_OK && !cJSON_IsObject(vocab)) st = ll_err(LL_ERR_FORMAT, "%s: not a JSON object", vj);
+    if (st == LL_OK) {
+        cJSON_ArrayForEach(e, vocab) {
+            if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble >= (1 << 24)) {
+                st = ll_err(LL_ERR_FORMAT, "%s: entry '%.40s' has a bad id", vj, e->string);
+                break;
+            }
+            n = LL_MAX(n, (int32_t)e->valuedouble + 1);
+        }
+    }
+    if (st == LL_OK && !(tokens = ll_calloc((size_t)LL_MAX(n, 1), sizeof(char *)))) st = ll_err(LL_ERR_OOM, "%s: out of memory", vj);
+    if (st == LL_OK) {
+        cJSON_ArrayForEach(e, vocab) tokens[(int32_t)e->valuedouble] = e->string;
+        st = collect_added(NULL, cJSON_GetObjectItemCaseSensitive(cfg, "added_tokens_decoder"), cj, &added, &n_added);
+    }
+    if (st == LL_OK) {
+        tok_spec sp = {0};
+        sp.tokens = tokens;
+        sp.n_tokens = n;
+        sp.merges = (const char *const *)merges;
+        sp.n_merges = nm;
+        sp.added = added;
+        sp.n_added = n_added;
+        sp.nfc = 1;
+        sp.split_regex = json_str(cfg, "pretokenize_regex");
+        if (!sp.split_regex) sp.split_regex = tok_pre_regex("qwen2");
+        sp.chat_template = tmpl ? tmpl : json_str(cfg, "chat_template");
+        sp.eos_token = role_token(cfg, "eos_token");
+        sp.bos_token = role_token(cfg, "bos_token");
+        sp.pad_token = role_token(cfg, "pad_token");
+        st = tok_build(&sp, out);
+        if (st != LL_OK) {
+            char msg[1024];
+            snprintf(msg, sizeof(msg), "%s", ll_errmsg());
+            st = ll_err(st, "%s: %s", dir, msg);
+        }
+    }
+    cJSON_Delete(vocab);
+    cJSON_Delete(cfg);
+    ll_free(tokens);
+    ll_free(added);
+    ll_free(merges);
+    ll_free(mstore);
+    ll_free(vtext);
+    ll_free(mtext);
+    ll_free(ctext);
+    ll_free(tmpl);
+    return st;
+}
+
 ll_status tok_load_file(const char *path, tok_tokenizer **out) {
     *out = NULL;
     char tj[4096], cj[4096], tp[4096];
+    size_t pl = strlen(path);
     if (is_dir(path)) {
-        snprintf(tj, sizeof(tj), "%s/tokenizer.json", path);
-        snprintf(cj, sizeof(cj), "%s/tokenizer_config.json", path);
-        snprintf(tp, sizeof(tp), "%s/chat_template.jinja", path);
+        if (!path_join(tj, sizeof(tj), path, pl, "tokenizer.json") || !path_join(cj, sizeof(cj), path, pl, "tokenizer_config.json") ||
+            !path_join(tp, sizeof(tp), path, pl, "chat_template.jinja"))
+            return ll_err(LL_ERR_INVALID, "%s: path too long", path);
+        if (!is_file(tj)) {
+            char vj[4096];
+            if (path_join(vj, sizeof(vj), path, pl, "vocab.json") && is_file(vj)) return load_slow_dir(path, cj, tp, out);
+        }
     } else {
-        size_t l = strlen(path);
-        if (l > 5 && !strcmp(path + l - 5, ".gguf"))
+        if (pl > 5 && !strcmp(path + pl - 5, ".gguf"))
             return ll_err(LL_ERR_UNSUPPORTED, "%s: loading a tokenizer from GGUF needs the GGUF reader (not yet wired: "
                           "build a tok_spec from tokenizer.ggml.* and call tok_build)", path);
-        snprintf(tj, sizeof(tj), "%s", path);
+        if (pl >= sizeof(tj)) return ll_err(LL_ERR_INVALID, "%s: path too long", path);
+        memcpy(tj, path, pl + 1);
         /* a tokenizer_config.json / chat_template.jinja beside the file are used too */
         const char *sl = strrchr(path, '/');
-        int dl = sl ? (int)(sl - path) : 1;
-        snprintf(cj, sizeof(cj), "%.*s/tokenizer_config.json", dl, sl ? path : ".");
-        snprintf(tp, sizeof(tp), "%.*s/chat_template.jinja", dl, sl ? path : ".");
+        const char *dir = sl ? path : ".";
+        size_t dl = sl ? (size_t)(sl - path) : 1;
+        if (!path_join(cj, sizeof(cj), dir, dl, "tokenizer_config.json") || !path_join(tp, sizeof(tp), dir, dl, "chat_template.jinja"))
+            return ll_err(LL_ERR_INVALID, "%s: path too long", path);
     }
     char *json = NULL, *cfgtext = NULL, *tmpl = NULL;
     size_t len = 0, clen = 0, tlen = 0;

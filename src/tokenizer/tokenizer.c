@@ -483,6 +483,20 @@ static ll_status nfc_run(scratch *sc, const uint8_t *s, size_t n) {
     }
 }
 
+/* NFC quick check for one code point: 1 when NFC might change text containing it (a combining
+ * mark, a canonical decomposition, a character that composes with what precedes it, Hangul
+ * vowel/trailing jamo). Conservative: a 1 only costs a full NFC pass. Every code point below
+ * U+0300 is a 0, so the caller only asks for lead bytes >= 0xCC. */
+static int nfc_maybe(const uint8_t *s, int len) {
+    utf8proc_int32_t cp;
+    utf8proc_iterate(s, len, &cp);
+    if ((cp >= 0x1161 && cp <= 0x1175) || (cp >= 0x11A8 && cp <= 0x11C2)) return 1;
+    const utf8proc_property_t *p = utf8proc_get_property(cp);
+    if (p->combining_class) return 1;
+    if (p->decomp_type == 0 && p->decomp_seqindex != UINT16_MAX) return 1;
+    return p->comb_index != UINT16_MAX && (p->comb_index & 0x8000);
+}
+
 /* One segment between added tokens: valid runs are normalised and split; each maximal invalid
  * run is one piece of raw bytes. */
 static ll_status encode_segment(const tok_tokenizer *t, scratch *sc, const uint8_t *s, size_t n, tok_ids *out) {
@@ -494,7 +508,7 @@ static ll_status encode_segment(const tok_tokenizer *t, scratch *sc, const uint8
             if (s[i] < 0x80) { i++; continue; }
             int k = tok_utf8_seq_len(s + i, n - i);
             if (!k) break;
-            need_nfc |= s[i] >= 0xCC; /* every code point below U+0300 is NFC-stable on its own */
+            if (!need_nfc && s[i] >= 0xCC) need_nfc = nfc_maybe(s + i, k);
             i += (size_t)k;
         }
         if (i > a) {
@@ -521,7 +535,7 @@ static size_t find_added(const tok_tokenizer *t, const uint8_t *s, size_t n, siz
             int32_t a = t->added[j];
             if ((flags & TOK_ENC_SPECIAL_AS_TEXT) && t->type[a] == TOK_TYPE_CONTROL) continue;
             uint32_t o = t->piece_off[a];
-            size_t l = strlen(t->piece + o);
+            size_t l = t->alen[j];
             if (l <= n - i && !memcmp(s + i, t->piece + o, l)) {
                 *id = a;
                 *len = l;
@@ -563,6 +577,7 @@ ll_status tok_decode(const tok_tokenizer *t, const int32_t *ids, size_t n, unsig
     LL_ASSERT(t && out && (ids || !n));
     size_t start = out->n;
     LL_TRY(str_reserve(out, 0));
+    out->s[out->n] = 0;
     for (size_t i = 0; i < n; i++) {
         LL_TRY(check_id(t, ids[i]));
         if ((flags & TOK_DEC_SKIP_SPECIAL) && t->type[ids[i]] == TOK_TYPE_CONTROL) continue;
@@ -646,6 +661,7 @@ void tok_free(tok_tokenizer *t) {
     ll_free(t->mkey);
     ll_free(t->mval);
     ll_free(t->added);
+    ll_free(t->alen);
     ll_free(t->chat_template);
     if (t->re) pcre2_code_free(t->re);
     ll_free(t);
@@ -820,6 +836,9 @@ ll_status tok_build(const tok_spec *sp, tok_tokenizer **out) {
     for (int32_t i = 0; i < n; i++)
         if ((t->type[i] == TOK_TYPE_CONTROL || t->type[i] == TOK_TYPE_USER) && spell[i][0]) t->added[t->n_added++] = i;
     qsort_r(t->added, (size_t)t->n_added, sizeof(int32_t), cmp_added, t);
+    t->alen = ll_malloc((size_t)LL_MAX(t->n_added, 1) * sizeof(uint32_t));
+    if (!t->alen) { st = ll_err(LL_ERR_OOM, "tokenizer: out of memory"); goto done; }
+    for (int32_t j = 0; j < t->n_added; j++) t->alen[j] = (uint32_t)strlen(t->piece + t->piece_off[t->added[j]]);
     for (int c = 0, j = 0; c <= 256; c++) {
         while (j < t->n_added && (uint8_t)t->piece[t->piece_off[t->added[j]]] < c) j++;
         t->abeg[c] = (uint32_t)j;

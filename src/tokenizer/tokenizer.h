@@ -87,7 +87,9 @@ ll_status tok_build(const tok_spec *spec, tok_tokenizer **out);
 ll_status tok_load_json(const char *json, size_t len, const char *config, size_t config_len, const char *name,
                         tok_tokenizer **out);
 /* A tokenizer.json file, or a model directory holding tokenizer.json (+ tokenizer_config.json,
- * chat_template.jinja when present). GGUF files are refused for now (needs the GGUF reader). */
+ * chat_template.jinja when present), or else vocab.json + merges.txt + tokenizer_config.json (NFC,
+ * regex from the config's pretokenize_regex, Qwen2's otherwise). GGUF files are refused for now
+ * (needs the GGUF reader; see docs/tokenizer.md for the glue). */
 ll_status tok_load_file(const char *path, tok_tokenizer **out);
 void tok_free(tok_tokenizer *t);
 

@@ -65,12 +65,19 @@ static void mm_worker(void *ctx, int ith, int nth) {
         const cpu_mm *m = &j->mm[k];
         int64_t rows = m->w->rows;
         int64_t a = LL_MAX(lo, base), b = LL_MIN(hi, base + rows);
-        for (int64_t r = a; r < b; r++) {
-            int64_t rr = r - base;
-            /* one weight row stays in L1 while it meets every token */
-            for (int32_t i = 0; i < m->n_tok; i++) {
-                int32_t t = m->tok ? m->tok[i] : i;
-                m->y[i * m->ldy + rr] = mm_dot(m, rr, t);
+        if (a < b && m->n_tok == 1 && m->act->type != LL_TYPE_F32) {
+            /* decode: one activation row against a run of weight rows, kernel chosen once */
+            int32_t t = m->tok ? m->tok[0] : 0;
+            quant_dot_rows_q(m->w->type, ll_mat_row(m->w, a - base), m->w->row_bytes, b - a,
+                             m->act->buf + (size_t)t * m->act->row, m->act->n, m->y + (a - base));
+        } else {
+            for (int64_t r = a; r < b; r++) {
+                int64_t rr = r - base;
+                /* one weight row stays in L1 while it meets every token */
+                for (int32_t i = 0; i < m->n_tok; i++) {
+                    int32_t t = m->tok ? m->tok[i] : i;
+                    m->y[i * m->ldy + rr] = mm_dot(m, rr, t);
+                }
             }
         }
         base += rows;
@@ -364,4 +371,45 @@ void cpu_gdn(ll_pool *pool, float *o, const float *qkv, const float *beta, const
              float *scratch) {
     gdn_job j = {o, qkv, beta, g, S, T, HK, HV, DK, DV, v_tiled, chunked, scratch};
     ll_pool_run(pool, gdn_worker, &j);
+}
+
+/* ================================================================ read bandwidth probe */
+
+typedef struct {
+    const float *buf;
+    size_t n;
+    double *sums;
+} bw_job;
+
+static void bw_worker(void *ctx, int ith, int nth) {
+    bw_job *j = ctx;
+    int64_t lo, hi;
+    ll_split_range((int64_t)j->n, ith, nth, &lo, &hi);
+    /* 8 independent accumulators so the loop is load-bound, not add-latency-bound */
+    float a[8] = {0};
+    int64_t i = lo;
+    for (; i + 8 <= hi; i += 8)
+        for (int k = 0; k < 8; k++) a[k] += j->buf[i + k];
+    for (; i < hi; i++) a[0] += j->buf[i];
+    j->sums[ith] = a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
+}
+
+ll_status cpu_measure_read_bw(ll_pool *pool, size_t bytes, double *gbps) {
+    size_t n = bytes / sizeof(float);
+    float *buf = ll_malloc_aligned(n * sizeof(float));
+    double *sums = ll_calloc((size_t)ll_pool_size(pool), sizeof(double));
+    if (!buf || !sums) { ll_free_aligned(buf); ll_free(sums); return ll_err(LL_ERR_OOM, "bandwidth probe: out of memory"); }
+    for (size_t i = 0; i < n; i++) buf[i] = (float)(i & 1023);
+    bw_job j = {buf, n, sums};
+    double best = 1e30;
+    for (int rep = 0; rep < 5; rep++) {
+        double t0 = ll_time_sec();
+        ll_pool_run(pool, bw_worker, &j);
+        double dt = ll_time_sec() - t0;
+        if (dt < best) best = dt;
+    }
+    *gbps = (double)(n * sizeof(float)) / best / 1e9;
+    ll_free_aligned(buf);
+    ll_free(sums);
+    return LL_OK;
 }

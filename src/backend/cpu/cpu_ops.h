@@ -74,6 +74,10 @@ size_t cpu_gdn_scratch_floats(int32_t DK, int32_t DV);
  * win[K-1][C] (oldest first); writes y[T][C] and updates win to the last K-1 inputs. */
 void cpu_conv_silu(float *y, const float *x, float *win, const float *w, int32_t T, int32_t C, int32_t K);
 
+/* Streams `bytes` of memory on every pool thread (best of 5) and reports GB/s: the read-bandwidth
+ * reference that CPU decode figures are divided by. */
+ll_status cpu_measure_read_bw(ll_pool *pool, size_t bytes, double *gbps);
+
 static inline float cpu_silu(float x) { return x / (1.0f + expf(-x)); }
 static inline float cpu_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 static inline float cpu_softplus(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
