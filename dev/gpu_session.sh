@@ -5,15 +5,24 @@
 #   usage: gpu_session.sh [lab] [test] [bench-quick|bench-full] [profile]
 cd "$(dirname "$0")"
 OUT=${OUT:-$PWD/gpu-out}
+export LILAC_SHARED=${LILAC_SHARED:-$PWD/shared}
+export LD_LIBRARY_PATH=$PWD/lib:${LD_LIBRARY_PATH:-}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --format=csv > "$OUT/gpu.txt" 2>&1
 cat "$OUT/gpu.txt"
+# SM/memory clocks, power and utilization every 0.5 s while the session runs
+nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,utilization.gpu --format=csv -lms 500 > "$OUT/clocks.csv" 2>&1 &
+SMI=$!
 for what in "$@"; do
   case $what in
-    lab) for k in gemv moe gdn attn; do echo "== lab $k"; timeout 120 ./lab/$k 2>&1 | tee "$OUT/lab_$k.txt"; done ;;
+    probe) echo "== lab probe"; timeout 60 ./lab/probe 2>&1 | tee "$OUT/lab_probe.txt" ;;
+    lab) for k in gemv moe gdn attn probe; do echo "== lab $k"; timeout 120 ./lab/$k 2>&1 | tee "$OUT/lab_$k.txt"; done ;;
     test) echo "== gpu tests"; timeout 300 ./gpu_test 2>&1 | tee "$OUT/gpu_test.txt" ;;
     test-quick) echo "== gpu tests (quick)"; timeout 200 ./gpu_test --quick 2>&1 | tee "$OUT/gpu_test.txt" ;;
     bench-quick) echo "== bench quick"; timeout 300 ./lilac bench --synthetic qwen3.6-35b-a3b --backend cuda --quick -o "$OUT/bench_quick" 2>&1 | tee "$OUT/bench_quick.txt" ;;
-    bench-full) echo "== bench full"; timeout 500 ./lilac bench --synthetic qwen3.6-35b-a3b --backend cuda -o "$OUT/bench_full" 2>&1 | tee "$OUT/bench_full.txt" ;;
+    bench-full) echo "== bench full"; timeout 420 ./lilac bench --synthetic qwen3.6-35b-a3b --backend cuda -o "$OUT/bench_full" 2>&1 | tee "$OUT/bench_full.txt" ;;
   esac
 done
+kill $SMI 2>/dev/null
+echo "== clocks (sm MHz, mem MHz, W, util) sampled during the session: min / median / max of SM clock"
+awk -F', ' 'NR>1 && $2+0>0 {print $2+0}' "$OUT/clocks.csv" | sort -n | awk '{a[NR]=$1} END {if (NR) print a[1], a[int((NR+1)/2)], a[NR], "(" NR " samples)"}'

@@ -33,7 +33,8 @@ int main() {
         int n = ctxs[ci], pos = n - 1;
         CK(cudaMemcpy(dpos, &pos, 4, cudaMemcpyHostToDevice));
         attn_dec_args a = {dq, dk, dv, dpo, dpml, dqg, dout, dpos, NH, NKV, HD, NCTX, CH};
-        size_t smem = (size_t)G * (HD + CH) * 4;
+        size_t smem = attn_decode_smem(G, HD, CH);
+        CK(cudaFuncSetAttribute(k_attn_decode, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
         int splits = (n + CH - 1) / CH;
         auto launch = [&](int) {
             k_attn_decode<<<dim3(NKV, splits), 256, smem>>>(a);

@@ -74,7 +74,7 @@ int main() {
     reset();
     for (int t = 0; t < T; t++) {
         gdn_args g = {d_raw + (size_t)t * CD, d_b + t * HV, d_a + t * HV, HV, d_cw, d_ring, d_S, d_dtb, d_sa, d_o + (size_t)t * HV * DV, d_pos, 1, HK, HV, DV, 0};
-        k_gdn_step<128, true><<<dim3(HV, DV / 32), 128>>>(g);
+        k_gdn_step<128, true><<<dim3(HV, DV / 16), 64>>>(g);
         k_pos_add<<<1, 1>>>(d_pos, 1);
     }
     CK(cudaDeviceSynchronize());
@@ -84,7 +84,7 @@ int main() {
     double reS = lab_relerr(S.data(), Sg.data(), S.size(), &ma);
     CK(cudaMemset(d_pos, 0, 4));
     gdn_args g1 = {d_raw, d_b, d_a, HV, d_cw, d_ring, d_S, d_dtb, d_sa, d_o, d_pos, 1, HK, HV, DV, 0};
-    float ms = lab_time_ms([&](int) { k_gdn_step<128, true><<<dim3(HV, DV / 32), 128>>>(g1); }, 200);
+    float ms = lab_time_ms([&](int) { k_gdn_step<128, true><<<dim3(HV, DV / 16), 64>>>(g1); }, 200);
     double bytes = 2.0 * S0.size() * 4 + CD * 4 * 5;
     printf("gdn decode step v1  %s  o rel.err %.2e  S rel.err %.2e  %6.2f us  %5.0f GB/s (state r+w)\n",
            re < 1e-4 && reS < 1e-4 ? "OK  " : "FAIL", re, reS, ms * 1e3, bytes / (ms * 1e-3) / 1e9);
@@ -93,7 +93,7 @@ int main() {
     k_gdn_conv<<<dim3((CD + 255) / 256, T), 256>>>(d_raw, CD, d_c, d_cw, d_ring, d_pos, T, CD);
     k_gdn_ring<<<(CD + 255) / 256, 256>>>(d_raw, CD, d_ring, d_pos, T, CD);
     gdn_args gp = {d_c, d_b, d_a, HV, d_cw, d_ring, d_S, d_dtb, d_sa, d_o, d_pos, T, HK, HV, DV, 0};
-    k_gdn_step<128, false><<<dim3(HV, DV / 32), 128>>>(gp);
+    k_gdn_step<128, false><<<dim3(HV, DV / 16), 64>>>(gp);
     CK(cudaDeviceSynchronize());
     CK(cudaMemcpy(o.data(), d_o, o.size() * 4, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(Sg.data(), d_S, Sg.size() * 4, cudaMemcpyDeviceToHost));
@@ -103,7 +103,7 @@ int main() {
     gp.T = TP;
     ms = lab_time_ms([&](int) {
         k_gdn_conv<<<dim3((CD + 255) / 256, TP), 256>>>(d_raw, CD, d_c, d_cw, d_ring, d_pos, TP, CD);
-        k_gdn_step<128, false><<<dim3(HV, DV / 32), 128>>>(gp);
+        k_gdn_step<128, false><<<dim3(HV, DV / 16), 64>>>(gp);
     }, 10);
     printf("gdn prefill T=%d: %.3f ms per layer  (%.0f tokens/s per layer; x30 layers: %.1f ms)\n", TP, ms, TP / (ms * 1e-3), 30 * ms);
     return 0;

@@ -4,8 +4,9 @@
  *   v1  backend k_gemv, plain prologue: activation quantized to q8 per 32 in shared memory,
  *       lanes-per-row groups, 16-byte loads of the repacked nibbles, dp4a
  *   v2  backend k_gemv with the RMSNorm prologue
- *   v3  backend k_gemv_pf (what decode uses): one wave of blocks, each warp's first row loaded
- *       before the RMSNorm/quantize prologue and row i+1 loaded while row i is computed
+ *   v3  backend k_gemv_pf (what decode uses): one wave of blocks; each warp loads a batch of RB rows
+ *       (about 8 units per lane in flight) before the RMSNorm/quantize prologue, and batch i+1 while
+ *       batch i is computed
  * Reference: fp64 dot of the host-dequantized rows with x. Reports median time and GB/s of weight
  * bytes; copies of the matrix are rotated so that the L2 (60 MB) does not serve repeats.
  */
@@ -54,13 +55,15 @@ static void run_case(const char *name, int type, int rows, int cols, double peak
             int rpw = 32 / gemv_lanes(cols), need = (rows + 16 * rpw - 1) / (16 * rpw);
             if (v < 3) { k_gemv<<<std::min(need, nsm * 4), GEMV_THREADS, qact_smem_bytes(cols)>>>(a); return; }
             int nu = cols / 32 / gemv_lanes(cols);
-            auto go = [&](auto kern) {
+            auto go = [&](auto kern, int rb) {
                 int occ = 0;
                 cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, kern, GEMV_THREADS, qact_smem_bytes(cols));
-                kern<<<std::min(need, nsm * std::max(occ, 1)), GEMV_THREADS, qact_smem_bytes(cols)>>>(a);
+                int nb = (need + rb - 1) / rb;
+                kern<<<std::min(nb, nsm * std::max(occ, 1)), GEMV_THREADS, qact_smem_bytes(cols)>>>(a);
             };
-            if (type == GT_Q4_K) { if (nu <= 2) go(k_gemv_pf<GT_Q4_K, 2>); else go(k_gemv_pf<GT_Q4_K, 4>); }
-            else { if (nu <= 2) go(k_gemv_pf<GT_Q6_K, 2>); else go(k_gemv_pf<GT_Q6_K, 4>); }
+            /* rows per batch as the backend chooses them (gemv_rb) */
+            if (type == GT_Q4_K) { if (nu <= 2) go(k_gemv_pf<GT_Q4_K, 2, 4>, 4); else go(k_gemv_pf<GT_Q4_K, 4, 2>, 2); }
+            else { if (nu <= 2) go(k_gemv_pf<GT_Q6_K, 2, 2>, 2); else go(k_gemv_pf<GT_Q6_K, 4, 1>, 1); }
         };
         CK(cudaMemset(dy, 0xff, rows * 4)); /* poison */
         launch(0);

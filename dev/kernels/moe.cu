@@ -35,15 +35,16 @@ int main() {
     int kf = K * FF + FS, need = (kf + 15) / 16;
     int variant = 1, nsm, occ = 0;
     CK(cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, 0));
-    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_moe_gateup_pf<GT_Q4_K, 2>, GEMV_THREADS, qact_smem_bytes(H)));
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_moe_gateup_pf<GT_Q4_K, 2>, MOE_GU_THREADS, qact_smem_bytes(H)));
     auto launch = [&](int i) {
         moe_args a = args(i % NSETS);
         if (variant == 1) {
             k_moe_gateup<<<need, GEMV_THREADS, qact_smem_bytes(H)>>>(a);
             k_moe_down<<<(H + 7) / 8, 256, qact_smem_bytes(kf)>>>(a);
         } else {
-            k_moe_gateup_pf<GT_Q4_K, 2><<<std::min(need, nsm * std::max(occ, 1)), GEMV_THREADS, qact_smem_bytes(H)>>>(a);
-            k_moe_down_pf<GT_Q6_K, 1><<<(H + 7) / 8, MOE_DOWN_THREADS, qact_smem_bytes(kf)>>>(a);
+            int nb = (kf + 8 * MOE_GU_RB - 1) / (8 * MOE_GU_RB);
+            if (variant != 4) k_moe_gateup_pf<GT_Q4_K, 2><<<std::min(nb, nsm * std::max(occ, 1)), MOE_GU_THREADS, qact_smem_bytes(H)>>>(a);
+            if (variant != 3) k_moe_down_pf<GT_Q6_K, 1><<<(H + 7) / 8, MOE_DOWN_THREADS, qact_smem_bytes(kf)>>>(a);
         }
     };
     /* reference */
@@ -70,7 +71,7 @@ int main() {
         a += sgate * dot(sd, o, hh.data() + K * FF);
         ref[o] = (float)a;
     }
-    for (variant = 1; variant <= 2; variant++) {
+    for (variant = 1; variant <= 4; variant++) { /* 3: gate/up only, 4: down only (timing) */
         CK(cudaMemset(dout, 0, H * 4));
         launch(0);
         CK(cudaDeviceSynchronize());
@@ -78,6 +79,7 @@ int main() {
         double ma, re = lab_relerr(ref.data(), out.data(), H, &ma);
         float ms = lab_time_ms(launch, 100);
         double bytes = K * (lab_gmat_bytes(G) + lab_gmat_bytes(U) + lab_gmat_bytes(D)) / E + lab_gmat_bytes(SG) + lab_gmat_bytes(SU) + lab_gmat_bytes(SD);
+        if (variant >= 3) { printf("moe decode v2, %s only: %7.1f us\n", variant == 3 ? "gate/up" : "down", ms * 1e3); continue; }
         printf("moe decode (gateup+down) v%d  %s  rel.err %.2e  %7.1f us  %.2f MB  %6.0f GB/s\n", variant, re < 3e-2 ? "OK  " : "FAIL", re,
                ms * 1e3, bytes / 1e6, bytes / (ms * 1e-3) / 1e9);
     }

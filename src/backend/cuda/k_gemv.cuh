@@ -68,11 +68,12 @@ __device__ __forceinline__ float block_sum(float v, float *red) {
 /* Quantizes xf[K] (already in shared memory) into xq/dx/s16, one warp per 32-element block. */
 __device__ __forceinline__ void qact_quantize(const float *xf, int8_t *xq, float *dx, float *s16, int K) {
     int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5;
+#pragma unroll 4
     for (int b = w; b < K / 32; b += nw) {
         float v = xf[32 * b + l];
         float amax = warp_max(fabsf(v));
-        float d = amax / 127.0f;
-        int q = d > 0.0f ? __float2int_rn(v / d) : 0;
+        float d = amax * (1.0f / 127.0f), id = amax > 0.0f ? 127.0f / amax : 0.0f;
+        int q = __float2int_rn(v * id);
         xq[32 * b + l] = (int8_t)q;
         float s = (float)q;
 #pragma unroll
@@ -89,10 +90,12 @@ __device__ void gemv_prologue(const gemv_args &a, unsigned char *sm, float *red,
     qact_carve(sm, a.K, &xf, &xq, &dx, &s16);
     int K = a.K;
     if (a.pro == PRO_RMSNORM) {
+        /* x and g are loaded in one pass (one global round trip); x*g waits in shared memory for
+         * the 1/rms factor */
         float ss = 0.0f;
-        for (int k = threadIdx.x; k < K; k += blockDim.x) { float v = a.x[k]; ss += v * v; }
+        for (int k = threadIdx.x; k < K; k += blockDim.x) { float v = a.x[k]; ss += v * v; xf[k] = v * a.g[k]; }
         float r = rsqrtf(block_sum(ss, red) / (float)K + a.eps);
-        for (int k = threadIdx.x; k < K; k += blockDim.x) xf[k] = a.x[k] * r * a.g[k];
+        for (int k = threadIdx.x; k < K; k += blockDim.x) xf[k] *= r;
     } else if (a.pro == PRO_HEADNORM_GATED) {
         /* one warp per head: y = rmsnorm(o_h) * g * silu(z_h) */
         int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5, hd = a.hd;
@@ -292,7 +295,7 @@ __device__ __forceinline__ void gemv_seg_of(const gemv_args &a, int r, int *s, i
     *lr = r;
 }
 
-template <int WT, int NU>
+template <int WT, int NU, int RB>
 __global__ void __launch_bounds__(GEMV_THREADS) k_gemv_pf(const gemv_args a) {
     extern __shared__ __align__(16) unsigned char sm[];
     __shared__ float red[32];
@@ -300,35 +303,51 @@ __global__ void __launch_bounds__(GEMV_THREADS) k_gemv_pf(const gemv_args a) {
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     int lanes = gemv_lanes(a.K), rpw = 32 / lanes, sub = lane & (lanes - 1), grp = lane / lanes;
     int nu = (a.K >> 5) / lanes;
-    int step = gridDim.x * nw * rpw;
-    int r0 = (blockIdx.x * nw + warp) * rpw;
-    rowregs<WT, NU> R;
-    int s = 0, lr = 0;
-    bool fast = false;
-    if (r0 + grp < a.total_rows) {
-        gemv_seg_of(a, r0 + grp, &s, &lr);
-        fast = a.seg[s].W.type == WT;
-        if (fast) R.load(a.seg[s].W, lr, sub, lanes, nu);
-    }
+    /* a batch = RB rows per lane group, all loaded together; batches are grid-strided */
+    int step = gridDim.x * nw * rpw * RB;
+    int r0 = (blockIdx.x * nw + warp) * rpw * RB;
+    rowregs<WT, NU> R[RB];
+    int sg[RB], lr[RB];
+    bool fast[RB];
+    auto fetch = [&](int base) {
+#pragma unroll
+        for (int b = 0; b < RB; b++) {
+            int r = base + b * rpw + grp;
+            fast[b] = false;
+            sg[b] = 0; lr[b] = 0;
+            if (r < a.total_rows) {
+                gemv_seg_of(a, r, &sg[b], &lr[b]);
+                fast[b] = a.seg[sg[b]].W.type == WT;
+                if (fast[b]) R[b].load(a.seg[sg[b]].W, lr[b], sub, lanes, nu);
+            }
+        }
+    };
+    pdl_trigger();
+    if (r0 < a.total_rows) fetch(r0);
+    pdl_wait();
     qact A;
     gemv_prologue(a, sm, red, &A);
     unsigned long long best = 0;
     for (; r0 < a.total_rows; r0 += step) {
-        int r = r0 + grp;
-        bool ok = r < a.total_rows;
-        float v = 0.0f;
-        if (ok) v = fast ? R.dot(A, 0, sub, lanes, nu) : row_dot_part(a.seg[s].W, lr, A, 0, sub, lanes);
-        int cs = s, clr = lr;
-        if (r + step < a.total_rows) {
-            gemv_seg_of(a, r + step, &s, &lr);
-            fast = a.seg[s].W.type == WT;
-            if (fast) R.load(a.seg[s].W, lr, sub, lanes, nu);
+        float v[RB];
+        int cs[RB], clr[RB];
+#pragma unroll
+        for (int b = 0; b < RB; b++) {
+            int r = r0 + b * rpw + grp;
+            v[b] = 0.0f;
+            if (r < a.total_rows) v[b] = fast[b] ? R[b].dot(A, 0, sub, lanes, nu) : row_dot_part(a.seg[sg[b]].W, lr[b], A, 0, sub, lanes);
+            cs[b] = sg[b]; clr[b] = lr[b];
         }
-        v = group_sum(v, lanes);
-        if (ok && sub == 0) {
-            float *y = a.seg[cs].y + clr;
-            if (a.seg[cs].epi == EPI_ADD) *y += v; else *y = v;
-            if (a.argmax && cs == 0) { unsigned long long p = argmax_pack(v, clr); best = p > best ? p : best; }
+        if (r0 + step < a.total_rows) fetch(r0 + step);
+#pragma unroll
+        for (int b = 0; b < RB; b++) {
+            int r = r0 + b * rpw + grp;
+            float x = group_sum(v[b], lanes);
+            if (r < a.total_rows && sub == 0) {
+                float *y = a.seg[cs[b]].y + clr[b];
+                if (a.seg[cs[b]].epi == EPI_ADD) *y += x; else *y = x;
+                if (a.argmax && cs[b] == 0) { unsigned long long p = argmax_pack(x, clr[b]); best = p > best ? p : best; }
+            }
         }
     }
     if (a.argmax) {
@@ -349,13 +368,17 @@ __global__ void __launch_bounds__(GEMV_THREADS) k_gemv_pf(const gemv_args a) {
 /* MoE gate/up with prefetch: every warp computes the top-k itself (no block barrier before the
  * expert loads), loads its first gate/up rows, then joins the block's RMSNorm/quantize prologue.
  * grid: one wave, block GEMV_THREADS, dynamic smem qact_smem_bytes(H). */
+#define MOE_GU_THREADS 256
+#define MOE_GU_RB 2
 template <int WT, int NU>
-__global__ void __launch_bounds__(GEMV_THREADS) k_moe_gateup_pf(const moe_args a) {
+__global__ void __launch_bounds__(MOE_GU_THREADS) k_moe_gateup_pf(const moe_args a) {
     extern __shared__ __align__(16) unsigned char sm[];
     __shared__ float red[32];
-    __shared__ int ids_w[GEMV_THREADS / 32][QK_MAX_TOPK];
-    __shared__ float wts_w[GEMV_THREADS / 32][QK_MAX_TOPK];
+    __shared__ int ids_w[MOE_GU_THREADS / 32][QK_MAX_TOPK];
+    __shared__ float wts_w[MOE_GU_THREADS / 32][QK_MAX_TOPK];
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    pdl_trigger();
+    pdl_wait();
     topk_warp(a.logits, a.E, a.k, ids_w[warp], wts_w[warp]);
     __syncwarp();
     const int *ids = ids_w[warp];
@@ -366,41 +389,50 @@ __global__ void __launch_bounds__(GEMV_THREADS) k_moe_gateup_pf(const moe_args a
     int lanes = gemv_lanes(a.H), rpw = 32 / lanes, sub = lane & (lanes - 1), grp = lane / lanes;
     int nu = (a.H >> 5) / lanes;
     int total = a.k * a.FF + a.FS;
-    int step = gridDim.x * nw * rpw;
-    int r0 = (blockIdx.x * nw + warp) * rpw;
-    rowregs<WT, NU> G, U;
-    auto rowsel = [&](int r, const gmat **gw, const gmat **uw, long *row) {
-        if (r < a.k * a.FF) { *gw = &a.gate; *uw = &a.up; *row = (long)ids[r / a.FF] * a.FF + r % a.FF; }
-        else { *gw = &a.sgate; *uw = &a.sup; *row = r - a.k * a.FF; }
+    constexpr int RB = MOE_GU_RB;
+    int step = gridDim.x * nw * rpw * RB;
+    int r0 = (blockIdx.x * nw + warp) * rpw * RB;
+    rowregs<WT, NU> G[RB], U[RB];
+    const gmat *gw[RB], *uw[RB];
+    long row[RB];
+    bool fast[RB];
+    auto fetch = [&](int base) {
+#pragma unroll
+        for (int b = 0; b < RB; b++) {
+            int r = base + b * rpw + grp;
+            fast[b] = false;
+            gw[b] = &a.gate; uw[b] = &a.up; row[b] = 0;
+            if (r < total) {
+                if (r < a.k * a.FF) { row[b] = (long)ids[r / a.FF] * a.FF + r % a.FF; }
+                else { gw[b] = &a.sgate; uw[b] = &a.sup; row[b] = r - a.k * a.FF; }
+                fast[b] = gw[b]->type == WT && uw[b]->type == WT;
+                if (fast[b]) { G[b].load(*gw[b], row[b], sub, lanes, nu); U[b].load(*uw[b], row[b], sub, lanes, nu); }
+            }
+        }
     };
-    const gmat *gw = &a.gate, *uw = &a.up;
-    long row = 0;
-    bool fast = false;
-    if (r0 + grp < total) {
-        rowsel(r0 + grp, &gw, &uw, &row);
-        fast = gw->type == WT && uw->type == WT;
-        if (fast) { G.load(*gw, row, sub, lanes, nu); U.load(*uw, row, sub, lanes, nu); }
-    }
+    if (r0 < total) fetch(r0);
     gemv_args pa = {};
     pa.pro = PRO_RMSNORM; pa.x = a.x; pa.K = a.H; pa.g = a.g; pa.eps = a.eps;
     qact A;
     gemv_prologue(pa, sm, red, &A);
     for (; r0 < total; r0 += step) {
-        int r = r0 + grp;
-        bool ok = r < total;
-        float gv = 0.0f, uv = 0.0f;
-        if (ok) {
-            if (fast) { gv = G.dot(A, 0, sub, lanes, nu); uv = U.dot(A, 0, sub, lanes, nu); }
-            else { gv = row_dot_part(*gw, row, A, 0, sub, lanes); uv = row_dot_part(*uw, row, A, 0, sub, lanes); }
+        float gv[RB], uv[RB];
+#pragma unroll
+        for (int b = 0; b < RB; b++) {
+            int r = r0 + b * rpw + grp;
+            gv[b] = uv[b] = 0.0f;
+            if (r < total) {
+                if (fast[b]) { gv[b] = G[b].dot(A, 0, sub, lanes, nu); uv[b] = U[b].dot(A, 0, sub, lanes, nu); }
+                else { gv[b] = row_dot_part(*gw[b], row[b], A, 0, sub, lanes); uv[b] = row_dot_part(*uw[b], row[b], A, 0, sub, lanes); }
+            }
         }
-        if (r + step < total) {
-            rowsel(r + step, &gw, &uw, &row);
-            fast = gw->type == WT && uw->type == WT;
-            if (fast) { G.load(*gw, row, sub, lanes, nu); U.load(*uw, row, sub, lanes, nu); }
+        if (r0 + step < total) fetch(r0 + step);
+#pragma unroll
+        for (int b = 0; b < RB; b++) {
+            int r = r0 + b * rpw + grp;
+            float x = group_sum(gv[b], lanes), y = group_sum(uv[b], lanes);
+            if (r < total && sub == 0) a.h[r] = silu_f(x) * y;
         }
-        gv = group_sum(gv, lanes);
-        uv = group_sum(uv, lanes);
-        if (ok && sub == 0) a.h[r] = silu_f(gv) * uv;
     }
 }
 
@@ -418,6 +450,8 @@ __global__ void __launch_bounds__(MOE_DOWN_THREADS) k_moe_down_pf(const moe_args
     __shared__ int ids_w[MOE_DOWN_THREADS / 32][QK_MAX_TOPK];
     __shared__ float wts_w[MOE_DOWN_THREADS / 32][QK_MAX_TOPK + 1];
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    pdl_trigger();
+    pdl_wait();
     topk_warp(a.logits, a.E, a.k, ids_w[warp], wts_w[warp]);
     if (lane == 0) wts_w[warp][a.k] = a.FS ? sigmoid_f(a.logits[a.E]) : 0.0f;
     __syncwarp();

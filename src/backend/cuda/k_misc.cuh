@@ -32,13 +32,14 @@ __global__ void k_rmsnorm_rows(const float *X, const float *g, __nv_bfloat16 *Y,
     for (int k = threadIdx.x; k < H; k += blockDim.x) Y[(long)blockIdx.x * H + k] = __float2bfloat16(x[k] * r * g[k]);
 }
 
-/* End of a decode step: next token = argmax, reset the argmax slot, advance the position, record. */
+/* End of a decode step: record the token this step consumed (gen), next token = argmax, reset the
+ * argmax slot, advance the position. */
 __global__ void k_finish(unsigned long long *argmax, int *tok, int *pos, int *gen, int *gen_n, int adv) {
     int t = argmax_row(*argmax);
+    if (gen) { gen[*gen_n & 65535] = *tok; *gen_n += 1; }
     *argmax = 0ull;
     *tok = t;
     *pos += adv;
-    if (gen) { gen[*gen_n] = t; *gen_n += 1; }
 }
 
 __global__ void k_pos_add(int *pos, int n) { *pos += n; }
