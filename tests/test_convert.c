@@ -52,8 +52,9 @@ typedef struct golden {
 
 static void golden_open(golden *g, const char *fixture) {
     char rel[96];
-    snprintf(rel, sizeof(rel), "fixtures/%s/golden.safetensors", fixture);
-    if (st_open(&g->f, tu_shared_path(rel)) != LL_OK) fail_msg("%s", ll_errmsg());
+    snprintf(rel, sizeof(rel), "tests/fixtures/%s/golden.safetensors", fixture); /* the project's own first */
+    if (access(rel, R_OK) != 0) snprintf(rel, sizeof(rel), "%s", tu_shared_path(strstr(rel, "fixtures/")));
+    if (st_open(&g->f, rel) != LL_OK) fail_msg("%s", ll_errmsg());
     const ll_tensor *t = st_find(&g->f, "tokens"), *l = st_find(&g->f, "logits");
     assert_non_null(t);
     assert_non_null(l);
@@ -615,12 +616,13 @@ static void test_synth_real_tokenizer(void **st) {
 
 /* ---------------------------------------------------------------- MLX fixture */
 
-/* shared/fixtures/small-mlx4, made by tests/gen/gen_mlx_fixture.py (needs torch + transformers,
- * i.e. one run on the GPU machine): MLX loading against transformers on the dequantized weights,
- * and `lilac convert` from the MLX folder (f32 keeps the dequantized values exactly). */
+/* tests/fixtures/small-mlx4, made from shared/fixtures/small by tests/gen/gen_mlx_fixture.py on the
+ * GPU machine (torch + transformers; run 2026-11-30) and committed: MLX loading against
+ * transformers on the dequantized weights, and `lilac convert` from the MLX folder (f32 keeps the
+ * dequantized values exactly). */
 static void test_mlx_fixture(void **st) {
     (void)st;
-    const char *dir = tu_shared_path("fixtures/small-mlx4");
+    const char *dir = "tests/fixtures/small-mlx4";
     if (!tu_is_dir(dir)) {
         print_message("fixtures/small-mlx4 is absent: run tests/gen/gen_mlx_fixture.py on the GPU machine (torch + transformers)\n");
         skip();
