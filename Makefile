@@ -97,6 +97,10 @@ bench-privacy: $(BUILD)/bench/privacy_eval
 	printf '\n---\n\n# Second seed (new values, same templates)\n\n' >> bench/results/privacy.md
 	sed -n '/^## Rules alone/,/^\*\*FP0/p' $(BUILD)/privacy_seed7.md >> bench/results/privacy.md
 
+# the main job: the server and chat page on the shipped demonstration model
+run: all
+	$(BUILD)/lilac serve -m models/lilac-demo --port $${PORT:-8080}
+
 test: tests
 	BUILD=$(BUILD) tests/run.sh
 

@@ -128,9 +128,10 @@ int cmd_serve(int argc, char **argv) {
         }
         i++;
     }
+    if (!ep.model_path) ep.model_path = cli_default_model(); /* $LILAC_MODEL or the shipped demo model */
     if (!ep.model_path) {
         usage(stderr);
-        fprintf(stderr, "lilac serve: -m MODEL is required\n");
+        fprintf(stderr, "lilac serve: -m MODEL is required (no $LILAC_MODEL and no models/lilac-demo found)\n");
         rc = 2;
         goto out;
     }
