@@ -200,6 +200,20 @@ uint16_t ll_f32_to_f16(float f) {
     return (uint16_t)h;
 }
 
+/* ---------------------------------------------------------------- progress */
+
+static ll_progress_fn g_progress;
+static void *g_progress_ud;
+
+void ll_progress_set(ll_progress_fn fn, void *ud) {
+    g_progress = fn;
+    g_progress_ud = ud;
+}
+
+void ll_progress(const char *stage, double frac) {
+    if (g_progress) g_progress(g_progress_ud, stage, frac < 0 ? 0 : frac > 1 ? 1 : frac);
+}
+
 /* ---------------------------------------------------------------- time */
 
 double ll_time_sec(void) {

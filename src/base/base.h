@@ -81,6 +81,13 @@ static inline uint16_t ll_f32_to_bf16(float f) { /* round to nearest even, NaN k
 float ll_f16_to_f32(uint16_t h);
 uint16_t ll_f32_to_f16(float f);
 
+/* ---- progress of long operations (model load, weight upload) ---- */
+/* The hook receives a stage name and the fraction done in [0, 1] (1 exactly once at the end of
+ * a stage). The CLI installs a terminal progress bar; libraries only call ll_progress. */
+typedef void (*ll_progress_fn)(void *ud, const char *stage, double frac);
+void ll_progress_set(ll_progress_fn fn, void *ud);
+void ll_progress(const char *stage, double frac);
+
 /* ---- timing ---- */
 double ll_time_sec(void); /* monotonic */
 

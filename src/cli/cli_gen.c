@@ -3,6 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <unistd.h>
+
 #include "cli_gen.h"
 
 enum { S_TEMP, S_TOPK, S_TOPP, S_MINP, S_REP, S_PRES, S_FREQ, S_SEED };
@@ -100,4 +102,36 @@ void cli_gen_print_stats(const ll_gen_result *r) {
     fprintf(stderr, "\n[prompt %d tok (cached %d) | prefill %.1f tok/s | decode %.1f tok/s (%d tok)]\n", r->prompt_tokens,
             r->cached_tokens, r->prefill_sec > 0 ? (r->prompt_tokens - r->cached_tokens) / r->prefill_sec : 0.0,
             r->decode_sec > 0 ? r->completion_tokens / r->decode_sec : 0.0, r->completion_tokens);
+}
+
+/* ---- progress bar ---- */
+
+static int g_bar_open;
+static char g_bar_stage[32];
+static double g_bar_t0;
+
+static void progress_bar(void *ud, const char *stage, double frac) {
+    (void)ud;
+    if (strncmp(g_bar_stage, stage, sizeof(g_bar_stage) - 1)) { /* a new stage starts a new line */
+        if (g_bar_open) fputc('\n', stderr);
+        snprintf(g_bar_stage, sizeof(g_bar_stage), "%s", stage);
+        g_bar_t0 = ll_time_sec();
+    }
+    int w = 30, done = (int)(frac * w + 0.5);
+    char bar[32];
+    for (int i = 0; i < w; i++) bar[i] = i < done ? '#' : '.';
+    bar[w] = 0;
+    fprintf(stderr, "\r%-18s [%s] %3d%%  %.1f s", stage, bar, (int)(frac * 100 + 0.5), ll_time_sec() - g_bar_t0);
+    g_bar_open = 1;
+    if (frac >= 1.0) { fputc('\n', stderr); g_bar_open = 0; g_bar_stage[0] = 0; }
+    fflush(stderr);
+}
+
+void cli_progress_install(void) {
+    if (isatty(2)) ll_progress_set(progress_bar, NULL);
+}
+
+void cli_progress_done(void) {
+    if (g_bar_open) { progress_bar(NULL, g_bar_stage, 1.0); }
+    ll_progress_set(NULL, NULL);
 }

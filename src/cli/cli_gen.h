@@ -21,6 +21,10 @@ void cli_gen_init(cli_gen_opts *o);
 int cli_gen_parse(cli_gen_opts *o, int argc, char **argv, int *i);
 /* Fills sampling fields not given on the command line from the engine's defaults. */
 void cli_gen_apply_defaults(cli_gen_opts *o, const ll_engine *e);
+/* A progress bar on stderr for model loading and weight upload (only when stderr is a terminal);
+ * cli_progress_done ends the line. */
+void cli_progress_install(void);
+void cli_progress_done(void);
 /* Help text for the shared options. */
 void cli_gen_usage(FILE *f);
 /* "prompt 12 tok (cached 8) | prefill 300.0 tok/s | decode 25.1 tok/s (40 tok)" on stderr */

@@ -93,7 +93,10 @@ int cmd_chat(int argc, char **argv) {
     if (!o.ep.model_path) o.ep.model_path = cli_default_model();
     if (!o.ep.model_path) return cli_fail("chat", "need -m MODEL (no default model found: set LILAC_MODEL)");
     ll_engine *e;
-    if (ll_engine_open(&o.ep, &e) != LL_OK) return cli_fail("chat", ll_errmsg());
+    cli_progress_install();
+    ll_status ost = ll_engine_open(&o.ep, &e);
+    cli_progress_done();
+    if (ost != LL_OK) return cli_fail("chat", ll_errmsg());
     if (!ll_engine_has_tokenizer(e)) { ll_engine_close(e); return cli_fail("chat", "this model has no tokenizer"); }
     cli_gen_apply_defaults(&o, e);
     cJSON *kw = NULL;

@@ -102,7 +102,10 @@ int cmd_run(int argc, char **argv) {
     ll_engine *e = NULL;
     cJSON *msgs = NULL, *kw = NULL;
     int status = 1;
-    if (ll_engine_open(&o.ep, &e) != LL_OK) { cli_fail("run", ll_errmsg()); goto done; }
+    cli_progress_install();
+    ll_status ost = ll_engine_open(&o.ep, &e);
+    cli_progress_done();
+    if (ost != LL_OK) { cli_fail("run", ll_errmsg()); goto done; }
     cli_gen_apply_defaults(&o, e);
     o.rq.emit_token_ids = rc.output_ids;
     if (chat) {

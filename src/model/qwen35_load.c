@@ -433,7 +433,11 @@ static ll_status load_safetensors(lctx *c) {
     } else {
         LL_TRY(get_mat(c, head, V, H, &m->lm_head));
     }
-    for (int il = 0; il < hp->n_layer; il++) LL_TRY(load_st_layer(c, il));
+    for (int il = 0; il < hp->n_layer; il++) {
+        ll_progress("loading", (double)il / hp->n_layer);
+        LL_TRY(load_st_layer(c, il));
+    }
+    ll_progress("loading", 1.0);
     return LL_OK;
 }
 
@@ -634,7 +638,11 @@ static ll_status load_gguf(lctx *c) {
     LL_TRY(get_vec(c, "output_norm.weight", hp->n_embd, 0, &m->out_norm));
     if (hp->tie_embeddings) m->lm_head = m->tok_embd;
     else LL_TRY(get_mat(c, "output.weight", hp->n_vocab, hp->n_embd, &m->lm_head));
-    for (int il = 0; il < hp->n_layer; il++) LL_TRY(load_gguf_layer(c, il));
+    for (int il = 0; il < hp->n_layer; il++) {
+        ll_progress("loading", (double)il / hp->n_layer);
+        LL_TRY(load_gguf_layer(c, il));
+    }
+    ll_progress("loading", 1.0);
     return LL_OK;
 }
 

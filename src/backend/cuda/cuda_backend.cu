@@ -1017,6 +1017,7 @@ static ll_status cu_init(cu_backend *b) {
     int H = hp.n_embd, E = hp.n_expert, HV = hp.gdn_n_v_heads;
     double per_tok = lm_bytes;
     for (int l = 0; l < hp.n_layer; l++) {
+        ll_progress("uploading weights", (double)l / hp.n_layer);
         const qwen_layer *ly = &m->layers[l];
         dlayer *d = &b->L[l];
         double before = b->weight_bytes;
