@@ -3,7 +3,7 @@
 # Debian packages: the C libraries the engine links (see README "Dependencies") and the test
 # framework (clang for `make fuzz`); PyPI: independent references used only by tests.
 set -e
-PKGS="build-essential pkg-config clang libcmocka-dev libcjson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev libcurl4-openssl-dev python3 python3-pip"
+PKGS="build-essential pkg-config clang libcmocka-dev libcjson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev libcurl4-openssl-dev libssl-dev python3 python3-pip"
 missing=""
 for p in $PKGS; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
