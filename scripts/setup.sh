@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what lilac needs to build and test on a fresh Debian/Ubuntu machine.
 # Debian packages: the C libraries the engine links (see README "Dependencies") and the test
-# framework (clang for `make fuzz`); PyPI: independent references used only by tests.
+# framework (clang for `make fuzz`, chromium for the browser test); PyPI: independent references
+# used only by tests (playwright drives the Debian chromium, never a browser build of its own).
 set -e
 PKGS="build-essential pkg-config clang libcmocka-dev libcjson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev libcurl4-openssl-dev libssl-dev chromium python3 python3-pip"
 missing=""
