@@ -911,6 +911,9 @@ static enum MHD_Result forward(reqctx *c, struct MHD_Connection *conn, fwd *f, c
     long status = 0;
     curl_easy_getinfo(f->easy, CURLINFO_RESPONSE_CODE, &status);
     if (f->done && f->result != CURLE_OK) {
+        pthread_mutex_lock(&s->mu);
+        s->m.upstream_errors++;
+        pthread_mutex_unlock(&s->mu);
         fwd_error(f, &e);
         ll_log(LL_LOG_WARN, "upstream %s: %s", s->upstream_chat, e.message);
         fwd_free(f);
@@ -989,6 +992,9 @@ static enum MHD_Result handle_gateway(reqctx *c, struct MHD_Connection *conn) {
     random_hex(hex, 12);
     char id[48];
     snprintf(id, sizeof(id), "chatcmpl-%s", hex);
+    pthread_mutex_lock(&s->mu);
+    s->m.privacy_actions[act]++;
+    pthread_mutex_unlock(&s->mu);
     enum MHD_Result r;
     ll_strbuf b = {0};
     switch (act) {

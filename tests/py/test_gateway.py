@@ -383,6 +383,9 @@ def test_audit_log(env):
     assert last["raw_hashes"] == [{"label": "private_person", "sha256": want}]
     # local, skip and ask leave nothing, so they are not in the audit log
     assert {x["action"] for x in lines} <= {"mask", "upstream"}
+    metrics = httpx.get(gw.url + "/metrics", headers={"Authorization": f"Bearer {CLIENT_KEY}"}).text
+    counts = dict(re.findall(r'lilac_privacy_decisions_total\{action="(\w+)"\} (\d+)', metrics))
+    assert all(int(counts[a]) > 0 for a in ("upstream", "mask", "ask", "local", "skip")), counts
 
 
 # ---------------------------------------------------------------- upstream failures
@@ -395,6 +398,7 @@ def test_upstream_down_502(model, tmp_path):
             r = chat(gw, [{"role": "user", "content": "Say hello"}], stream=stream)
             assert r.status_code == 502
             assert r.json()["error"]["type"] == "upstream_error"
+        assert "lilac_upstream_errors_total 2" in httpx.get(gw.url + "/metrics").text
         # the gateway itself is fine: a request that stays local is answered
         r = chat(gw, [{"role": "user", "content": f"token {SECRET}"}])
         assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "Hello world!"
