@@ -28,7 +28,7 @@ static void test_scan_messages(void **state) {
     assert_non_null(doc);
     ll_gw_scan sc;
     ll_api_error e;
-    assert_int_equal(ll_gw_scan_messages(doc, &p, &sc, &e), 0);
+    assert_int_equal(ll_gw_scan_messages(doc, &p, NULL, &sc, &e), 0);
     assert_int_equal(sc.n, 5); /* system, two parts, tool call arguments, tool result */
     assert_string_equal(sc.v[2].path, "messages[1].content[1].text");
     assert_string_equal(sc.v[3].path, "messages[2].tool_calls[0].function.arguments");
@@ -57,7 +57,7 @@ static void test_scan_messages(void **state) {
     const char *bad[] = {"{}", "{\"messages\":{}}", "{\"messages\":[1]}", "[]"};
     for (size_t i = 0; i < LL_ARRAY_LEN(bad); i++) {
         doc = cJSON_Parse(bad[i]);
-        assert_int_equal(ll_gw_scan_messages(doc, &p, &sc, &e), -1);
+        assert_int_equal(ll_gw_scan_messages(doc, &p, NULL, &sc, &e), -1);
         assert_int_equal(e.status, 400);
         ll_gw_scan_free(&sc);
         cJSON_Delete(doc);
@@ -71,7 +71,7 @@ static void test_min_score_and_clean(void **state) {
     cJSON *doc = cJSON_Parse("{\"messages\":[{\"role\":\"user\",\"content\":\"version 1.2.3, see https://example.com\"}]}");
     ll_gw_scan sc;
     ll_api_error e;
-    assert_int_equal(ll_gw_scan_messages(doc, &p, &sc, &e), 0);
+    assert_int_equal(ll_gw_scan_messages(doc, &p, NULL, &sc, &e), 0);
     assert_int_equal(sc.decision.action, PII_ACT_UPSTREAM); /* nothing found: forwarded as is */
     assert_int_equal(sc.decision.categories, 0);
     ll_gw_scan_free(&sc);
@@ -79,7 +79,7 @@ static void test_min_score_and_clean(void **state) {
     /* a min_score above every finding ignores them all */
     p.min_score = 1.01f;
     doc = cJSON_Parse("{\"messages\":[{\"role\":\"user\",\"content\":\"" EMAIL "\"}]}");
-    assert_int_equal(ll_gw_scan_messages(doc, &p, &sc, &e), 0);
+    assert_int_equal(ll_gw_scan_messages(doc, &p, NULL, &sc, &e), 0);
     assert_int_equal(sc.v[0].spans.n, 0);
     assert_int_equal(sc.decision.action, PII_ACT_UPSTREAM);
     ll_gw_scan_free(&sc);
@@ -118,7 +118,7 @@ static void test_mask_and_audit(void **state) {
     cJSON *doc = cJSON_Parse(REQ);
     ll_gw_scan sc;
     ll_api_error e;
-    assert_int_equal(ll_gw_scan_messages(doc, &p, &sc, &e), 0);
+    assert_int_equal(ll_gw_scan_messages(doc, &p, NULL, &sc, &e), 0);
     assert_int_equal(sc.decision.action, PII_ACT_MASK);
     pii_masker m;
     pii_masker_init(&m);

@@ -40,7 +40,10 @@ static void usage(FILE *f) {
             "  --policy FILE           privacy policy (default: secret/account_number local, other_pii\n"
             "                          ask, everything else mask)\n"
             "  --audit-log FILE        append one JSON line per forwarded request (categories, counts,\n"
-            "                          hashes; never values)\n");
+            "                          hashes; never values)\n"
+            "  --pii-model DIR         PII encoder checkpoint (with its tokenizer.json) used beside the\n"
+            "                          rules by the gateway and /v1/privacy/scan (default: rules only)\n"
+            "  --pii-threads N         CPU threads of the PII encoder (default 2)\n");
 }
 
 /* Reads one key per line (blank lines and lines starting with '#' skipped) into keys[]; at most
@@ -137,6 +140,8 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--upstream-timeout")) bad = parse_int(a, v, 1, 1 << 24, &x), sp.upstream_timeout_sec = (double)x;
         else if (!strcmp(a, "--policy")) policy_file = v;
         else if (!strcmp(a, "--audit-log")) sp.audit_log = v;
+        else if (!strcmp(a, "--pii-model")) sp.pii_model_dir = v;
+        else if (!strcmp(a, "--pii-threads")) bad = parse_int(a, v, 1, 4096, &x), sp.pii_threads = (int)x;
         else {
             usage(stderr);
             fprintf(stderr, "lilac serve: unknown option %s\n", a);

@@ -14,7 +14,7 @@
 /* ------------------------------------------------------------------ scanning */
 
 static int add_text(ll_gw_scan *s, cJSON *item, int message, const char *path, const pii_policy *p,
-                    ll_api_error *err) {
+                    ll_gw_model *pm, ll_api_error *err) {
     if (s->n == s->cap) {
         size_t cap = s->cap ? 2 * s->cap : 8;
         ll_gw_text *v = ll_realloc(s->v, cap * sizeof(*v));
@@ -29,9 +29,14 @@ static int add_text(ll_gw_scan *s, cJSON *item, int message, const char *path, c
     snprintf(t->path, sizeof(t->path), "%s", path);
     const char *text = item->valuestring ? item->valuestring : "";
     pii_spans all = {0};
-    if (pii_scan(text, strlen(text), NULL, NULL, &all, &t->sensitivity) != LL_OK) {
+    if (pm) pthread_mutex_lock(&pm->mu);
+    ll_status st = pii_scan(text, strlen(text), pm ? pm->m : NULL, pm ? pm->tok : NULL, &all, &t->sensitivity);
+    if (pm) pthread_mutex_unlock(&pm->mu);
+    if (st != LL_OK) {
         pii_spans_free(&all);
-        goto oom;
+        if (st == LL_ERR_OOM) goto oom;
+        ll_api_error_set(err, 503, "server_error", NULL, path, "the privacy scan failed (%s)", ll_status_name(st));
+        return -1;
     }
     s->n++;
     /* findings under the policy's min_score are ignored everywhere: not reported, not masked */
@@ -52,17 +57,17 @@ oom:
     return -1;
 }
 
-int ll_gw_scan_text(cJSON *text, const pii_policy *p, ll_gw_scan *out, ll_api_error *err) {
+int ll_gw_scan_text(cJSON *text, const pii_policy *p, ll_gw_model *pm, ll_gw_scan *out, ll_api_error *err) {
     memset(out, 0, sizeof(*out));
     out->decision.action = PII_ACT_UPSTREAM;
     if (!cJSON_IsString(text)) {
         ll_api_error_set(err, 400, "invalid_request_error", NULL, "text", "'text' must be a string");
         return -1;
     }
-    return add_text(out, text, -1, "text", p, err);
+    return add_text(out, text, -1, "text", p, pm, err);
 }
 
-int ll_gw_scan_messages(cJSON *doc, const pii_policy *p, ll_gw_scan *out, ll_api_error *err) {
+int ll_gw_scan_messages(cJSON *doc, const pii_policy *p, ll_gw_model *pm, ll_gw_scan *out, ll_api_error *err) {
     memset(out, 0, sizeof(*out));
     out->decision.action = PII_ACT_UPSTREAM;
     cJSON *msgs = cJSON_IsObject(doc) ? cJSON_GetObjectItemCaseSensitive(doc, "messages") : NULL;
@@ -80,14 +85,14 @@ int ll_gw_scan_messages(cJSON *doc, const pii_policy *p, ll_gw_scan *out, ll_api
         cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
         if (cJSON_IsString(c)) {
             snprintf(path, sizeof(path), "messages[%d].content", mi);
-            if (add_text(out, c, mi, path, p, err)) return -1;
+            if (add_text(out, c, mi, path, p, pm, err)) return -1;
         } else if (cJSON_IsArray(c)) {
             int pi = 0;
             for (cJSON *part = c->child; part; part = part->next, pi++) {
                 cJSON *t = cJSON_IsObject(part) ? cJSON_GetObjectItemCaseSensitive(part, "text") : NULL;
                 if (!cJSON_IsString(t)) continue;
                 snprintf(path, sizeof(path), "messages[%d].content[%d].text", mi, pi);
-                if (add_text(out, t, mi, path, p, err)) return -1;
+                if (add_text(out, t, mi, path, p, pm, err)) return -1;
             }
         }
         cJSON *calls = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
@@ -97,7 +102,7 @@ int ll_gw_scan_messages(cJSON *doc, const pii_policy *p, ll_gw_scan *out, ll_api
             cJSON *args = cJSON_IsObject(fn) ? cJSON_GetObjectItemCaseSensitive(fn, "arguments") : NULL;
             if (!cJSON_IsString(args)) continue;
             snprintf(path, sizeof(path), "messages[%d].tool_calls[%d].function.arguments", mi, ci);
-            if (add_text(out, args, mi, path, p, err)) return -1;
+            if (add_text(out, args, mi, path, p, pm, err)) return -1;
         }
     }
     return 0;

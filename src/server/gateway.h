@@ -13,11 +13,22 @@
 #define LILAC_SERVER_GATEWAY_H
 
 #include <cjson/cJSON.h>
+#include <pthread.h>
 
 #include "privacy/mask.h"
+#include "privacy/pii_model.h"
 #include "privacy/policy.h"
+#include "tokenizer/tokenizer.h"
 #include "server/api.h"
 #include "server/strbuf.h"
+
+/* The PII encoder used beside the rules, when one is loaded (lilac serve --pii-model). Its
+ * forward pass uses shared scratch and a thread pool, so scans take the mutex in turn. */
+typedef struct ll_gw_model {
+    pii_model *m;
+    const tok_tokenizer *tok;
+    pthread_mutex_t mu;
+} ll_gw_model;
 
 /* One scanned text of a request: a cJSON string item (owned by the document) and its findings. */
 typedef struct ll_gw_text {
@@ -35,11 +46,12 @@ typedef struct ll_gw_scan {
     pii_decision decision;
 } ll_gw_scan;
 
-/* Scans the texts of a chat request document (its "messages" array) and decides with policy p.
- * Returns 0, or -1 with a 400 in *err when "messages" is missing or malformed. */
-int ll_gw_scan_messages(cJSON *doc, const pii_policy *p, ll_gw_scan *out, ll_api_error *err);
+/* Scans the texts of a chat request document (its "messages" array) with the rules, plus the model
+ * pm when not NULL, and decides with policy p. Returns 0, or -1 with a 400 in *err when
+ * "messages" is missing or malformed (503 when out of memory or the model fails). */
+int ll_gw_scan_messages(cJSON *doc, const pii_policy *p, ll_gw_model *pm, ll_gw_scan *out, ll_api_error *err);
 /* Scans one text node (the {"text": ...} form of the scan endpoint). */
-int ll_gw_scan_text(cJSON *text, const pii_policy *p, ll_gw_scan *out, ll_api_error *err);
+int ll_gw_scan_text(cJSON *text, const pii_policy *p, ll_gw_model *pm, ll_gw_scan *out, ll_api_error *err);
 void ll_gw_scan_free(ll_gw_scan *s);
 
 /* The findings object (no trailing newline):

@@ -87,6 +87,10 @@ struct ll_server {
     char *upstream_chat;  /* the upstream's chat completions URL, or NULL (no gateway) */
     char *upstream_auth;  /* "Authorization: Bearer KEY" header line, or NULL */
     FILE *audit;          /* under audit_mu */
+    pii_model pii;        /* loaded when pm is set */
+    tok_tokenizer *pii_tok;
+    ll_gw_model gm;
+    ll_gw_model *pm;      /* &gm with a PII model, else NULL */
     pthread_mutex_t audit_mu;
 };
 
@@ -745,8 +749,8 @@ static enum MHD_Result handle_privacy_scan(reqctx *c, struct MHD_Connection *con
     }
     ll_gw_scan sc;
     cJSON *text = cJSON_GetObjectItemCaseSensitive(doc, "text");
-    int rc = text ? ll_gw_scan_text(text, &c->srv->policy, &sc, &e)
-                  : ll_gw_scan_messages(doc, &c->srv->policy, &sc, &e);
+    int rc = text ? ll_gw_scan_text(text, &c->srv->policy, c->srv->pm, &sc, &e)
+                  : ll_gw_scan_messages(doc, &c->srv->policy, c->srv->pm, &sc, &e);
     if (!text && rc && !cJSON_GetObjectItemCaseSensitive(doc, "messages"))
         ll_api_error_set(&e, 400, "invalid_request_error", NULL, "text", "send {\"text\": ...} or {\"messages\": [...]}");
     enum MHD_Result r;
@@ -974,7 +978,7 @@ static enum MHD_Result handle_gateway(reqctx *c, struct MHD_Connection *conn) {
     }
     int choice;
     ll_gw_scan sc = {0};
-    if (ll_gw_take_decision(doc, &choice, &e) || ll_gw_scan_messages(doc, &s->policy, &sc, &e)) {
+    if (ll_gw_take_decision(doc, &choice, &e) || ll_gw_scan_messages(doc, &s->policy, s->pm, &sc, &e)) {
         ll_gw_scan_free(&sc);
         cJSON_Delete(doc);
         return send_error(c, conn, &e);
@@ -1195,6 +1199,11 @@ static void free_server(ll_server *s) {
     ll_free(s->upstream_auth);
     if (s->audit) fclose(s->audit);
     pthread_mutex_destroy(&s->audit_mu);
+    if (s->pm) {
+        pii_model_free(&s->pii);
+        pthread_mutex_destroy(&s->gm.mu);
+    }
+    if (s->pii_tok) tok_free(s->pii_tok);
     for (int i = 0; i < s->p.n_api_keys && s->keys; i++) ll_free(s->keys[i]);
     ll_free(s->keys);
     ll_jobq_destroy(&s->q);
@@ -1228,6 +1237,22 @@ ll_status ll_server_start(const ll_server_params *p, ll_engine *e, ll_server **o
         pthread_mutex_destroy(&s->mu);
         ll_free(s);
         return st;
+    }
+    if (p->pii_model_dir) {
+        st = pii_model_load(&s->pii, p->pii_model_dir, NULL, p->pii_threads > 0 ? p->pii_threads : 2);
+        if (st != LL_OK) {
+            free_server(s);
+            return st;
+        }
+        s->pm = &s->gm; /* from here on free_server frees the model */
+        pthread_mutex_init(&s->gm.mu, NULL);
+        s->gm.m = &s->pii;
+        st = tok_load_file(p->pii_model_dir, &s->pii_tok);
+        if (st != LL_OK) {
+            free_server(s);
+            return ll_err(st, "--pii-model %s: no usable tokenizer.json beside the model", p->pii_model_dir);
+        }
+        s->gm.tok = s->pii_tok;
     }
     if (p->upstream) {
         st = gateway_setup(s);

@@ -37,6 +37,8 @@ typedef struct ll_server_params {
     const pii_policy *policy;     /* NULL: pii_policy_default (copied at start) */
     const char *audit_log;        /* JSON-lines file of what left the machine, or NULL */
     double upstream_timeout_sec;  /* whole upstream exchange (<= 0: timeout_sec); past it: 504 */
+    const char *pii_model_dir;    /* PII encoder checkpoint used beside the rules, or NULL (rules only) */
+    int pii_threads;              /* its CPU threads (<= 0: 2) */
 } ll_server_params;
 
 typedef struct ll_server ll_server;

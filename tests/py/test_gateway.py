@@ -440,3 +440,46 @@ def test_no_upstream_everything_local(model, tmp_path):
         assert j["spans"][0]["label"] == "private_phone"
     finally:
         assert gw.stop() == 0
+
+
+def test_pii_model_in_server(model, tmp_path):
+    """`--pii-model DIR` (pii-tiny, random weights, a byte-level tokenizer whose ids fit its
+    vocabulary; see test_privacy_cli.py): the scan endpoint reports model spans beside the rules',
+    in code points, with the rule's e-mail kept whole; a bad directory fails at start."""
+    from test_privacy_cli import byte_level_vocab
+    sh = shared()
+    pii = sh / "fixtures" / "pii-tiny"
+    if not (pii / "model.safetensors").exists():
+        pytest.skip("pii-tiny fixture not found")
+    b2u = byte_level_vocab()
+    vocab = {b2u[b]: b for b in range(256)}
+    tj = {"version": "1.0", "added_tokens": [], "normalizer": None,
+          "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": True},
+          "model": {"type": "BPE", "vocab": vocab, "merges": []}}
+    d = tmp_path / "pii"
+    d.mkdir()
+    for f in ("config.json", "model.safetensors"):
+        (d / f).symlink_to(pii / f)
+    (d / "tokenizer.json").write_text(json.dumps(tj))
+    gw = Serve(model, tmp_path, "--pii-model", str(d), "--pii-threads", "1")
+    try:
+        text = "Hi anna, 😀 mail anna@web.de now"
+        r = httpx.post(gw.url + "/v1/privacy/scan", json={"text": text}, timeout=60)
+        assert r.status_code == 200, r.text
+        spans = r.json()["spans"]
+        assert "model" in {s["source"] for s in spans}  # random weights tag almost every token
+        assert any(text[s["start"]:s["end"]] == "anna@web.de" and s["label"] == "private_email" for s in spans)
+        prev = 0
+        for s in spans:
+            assert prev <= s["start"] < s["end"] <= len(text)
+            prev = s["end"]
+        # concurrent scans share the model in turn
+        with __import__("concurrent.futures").futures.ThreadPoolExecutor(4) as ex:
+            rs = list(ex.map(lambda _: httpx.post(gw.url + "/v1/privacy/scan", json={"text": text}, timeout=60), range(8)))
+        assert all(x.status_code == 200 and x.json()["spans"] == spans for x in rs)
+    finally:
+        assert gw.stop() == 0
+    (d / "tokenizer.json").unlink()
+    p = subprocess.run([LILAC, "serve", "-m", str(model), "--port", "0", "--pii-model", str(d)], capture_output=True,
+                       timeout=60)
+    assert p.returncode != 0 and b"tokenizer" in p.stderr
