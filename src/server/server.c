@@ -729,12 +729,15 @@ static ll_status gateway_setup(ll_server *s) {
     return LL_OK;
 }
 
-static void audit_write(ll_server *s, const ll_strbuf *line) {
-    if (!s->audit || line->oom) return;
+/* Appends one audit line; -1 when it could not be written (the request is then not forwarded:
+ * nothing leaves the machine unrecorded). */
+static int audit_write(ll_server *s, const ll_strbuf *line) {
+    if (!s->audit) return 0;
+    if (line->oom) return -1;
     pthread_mutex_lock(&s->audit_mu);
-    fwrite(line->data, 1, line->len, s->audit);
-    fflush(s->audit);
+    int ok = fwrite(line->data, 1, line->len, s->audit) == line->len && fflush(s->audit) == 0;
     pthread_mutex_unlock(&s->audit_mu);
+    return ok ? 0 : -1;
 }
 
 static enum MHD_Result handle_privacy_scan(reqctx *c, struct MHD_Connection *conn) {
@@ -1060,7 +1063,14 @@ static enum MHD_Result handle_gateway(reqctx *c, struct MHD_Connection *conn) {
         char *peek = cJSON_PrintUnformatted(doc);
         ll_gw_audit_line(&sc, id, cats ? "mask" : "upstream", s->upstream_chat, cats, peek ? strlen(peek) : 0, &b);
         free(peek);
-        audit_write(s, &b);
+        if (audit_write(s, &b)) {
+            fwd_free(f);
+            ll_log(LL_LOG_ERROR, "--audit-log %s: write failed; request not forwarded", s->p.audit_log);
+            ll_api_error_set(&e, 503, "server_error", "audit_log_failed", NULL,
+                             "the audit log cannot be written; the request was not forwarded");
+            r = send_error(c, conn, &e);
+            break;
+        }
         r = forward(c, conn, f, doc, stream);
         break;
     }

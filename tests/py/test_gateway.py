@@ -483,3 +483,17 @@ def test_pii_model_in_server(model, tmp_path):
     p = subprocess.run([LILAC, "serve", "-m", str(model), "--port", "0", "--pii-model", str(d)], capture_output=True,
                        timeout=60)
     assert p.returncode != 0 and b"tokenizer" in p.stderr
+
+
+def test_audit_log_unwritable_blocks_forwarding(model, tmp_path):
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full")
+    dead = free_port()  # were anything sent, the answer would be 502
+    gw = Serve(model, tmp_path, "--upstream", f"http://127.0.0.1:{dead}/v1", "--audit-log", "/dev/full")
+    try:
+        r = chat(gw, [{"role": "user", "content": "Say hello"}])
+        assert r.status_code == 503 and r.json()["error"]["code"] == "audit_log_failed"
+        r = chat(gw, [{"role": "user", "content": f"token {SECRET}"}])  # local: nothing to audit
+        assert r.status_code == 200
+    finally:
+        assert gw.stop() == 0
