@@ -15,7 +15,7 @@ BUILD   := $(if $(filter 1,$(SAN)),build-san,build)
 
 CFLAGS  := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
            -fno-strict-aliasing -pthread -MMD -MP -Iinclude -Isrc $(shell pkg-config --cflags libcjson libpcre2-8 2>/dev/null)
-LDLIBS  := -lcjson -lpcre2-8 -lutf8proc -lmicrohttpd -lcurl -lm -lpthread
+LDLIBS  := -lcjson -lpcre2-8 -lutf8proc -lmicrohttpd -lcurl -lcrypto -lm -lpthread
 ifeq ($(SAN),1)
 # -O1 changes gcc's value-range analysis and makes -Wformat-truncation report paths the -O2 build
 # proves impossible; the sanitizers themselves catch real overflows in this build.
@@ -123,7 +123,7 @@ fuzz:
 	@for f in $(FUZZ_SRC); do n=$$(basename $$f .c); \
 	  echo "clang $$n"; \
 	  clang -std=c11 -D_GNU_SOURCE -g -O1 -Isrc -fsanitize=fuzzer,address,undefined -o build-fuzz/$$n $$f \
-	    $(FUZZ_LIB_SRC) -lcjson -lpcre2-8 -lutf8proc -lmicrohttpd -lcurl -lm -lpthread || exit 1; done
+	    $(FUZZ_LIB_SRC) -lcjson -lpcre2-8 -lutf8proc -lmicrohttpd -lcurl -lcrypto -lm -lpthread || exit 1; done
 
 clean:
 	rm -rf build build-san build-fuzz

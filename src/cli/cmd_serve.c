@@ -31,13 +31,26 @@ static void usage(FILE *f) {
             "  --max-body BYTES        request body limit (default 16777216); beyond: 413\n"
             "  --cors ORIGIN           allow browser calls from ORIGIN ('*' for any)\n"
             "  --snapshot-mb N         memory for prefix snapshots in MiB\n"
-            "  --grace S               on shutdown, how long the running request may finish (default 5)\n");
+            "  --grace S               on shutdown, how long the running request may finish (default 5)\n"
+            "privacy gateway (README \"Privacy gateway\"):\n"
+            "  --upstream URL          forward chat requests to this OpenAI-compatible base URL (.../v1)\n"
+            "                          after the privacy scan: local, upstream, mask, skip or ask\n"
+            "  --upstream-key-file F   the upstream's API key (first non-comment line of F)\n"
+            "  --upstream-timeout S    limit for one upstream exchange (default: --timeout); past it: 504\n"
+            "  --policy FILE           privacy policy (default: secret/account_number local, other_pii\n"
+            "                          ask, everything else mask)\n"
+            "  --audit-log FILE        append one JSON line per forwarded request (categories, counts,\n"
+            "                          hashes; never values)\n"
+            "  --pii-model DIR         PII encoder checkpoint (with its tokenizer.json) used beside the\n"
+            "                          rules by the gateway and /v1/privacy/scan (default: rules only)\n"
+            "  --pii-threads N         CPU threads of the PII encoder (default 2)\n");
 }
 
-/* Reads one key per line (blank lines and lines starting with '#' skipped) into keys[]. */
-static int read_key_file(const char *path, char **keys, int *n) {
+/* Reads one key per line (blank lines and lines starting with '#' skipped) into keys[]; at most
+ * max keys. */
+static int read_key_file_n(const char *path, char **keys, int *n, int max) {
     FILE *f = fopen(path, "r");
-    if (!f) return ll_err(LL_ERR_IO, "--api-key-file %s: cannot open", path), -1;
+    if (!f) return ll_err(LL_ERR_IO, "%s: cannot open", path), -1;
     char line[1024];
     int lineno = 0;
     while (fgets(line, sizeof(line), f)) {
@@ -47,9 +60,9 @@ static int read_key_file(const char *path, char **keys, int *n) {
         char *k = line;
         while (*k == ' ' || *k == '\t') k++;
         if (!*k || *k == '#') continue;
-        if (*n >= MAX_KEYS) {
+        if (*n >= max) {
             fclose(f);
-            return ll_err(LL_ERR_INVALID, "--api-key-file %s: more than %d keys", path, MAX_KEYS), -1;
+            return ll_err(LL_ERR_INVALID, "%s: more than %d key%s", path, max, max == 1 ? "" : "s"), -1;
         }
         if (!(keys[(*n)++] = ll_strdup(k))) {
             fclose(f);
@@ -57,9 +70,10 @@ static int read_key_file(const char *path, char **keys, int *n) {
         }
     }
     fclose(f);
-    if (*n == 0) return ll_err(LL_ERR_INVALID, "--api-key-file %s: no keys in it", path), -1;
+    if (*n == 0) return ll_err(LL_ERR_INVALID, "%s: no keys in it", path), -1;
     return 0;
 }
+
 
 static int parse_int(const char *opt, const char *v, long lo, long hi, long *out) {
     char *end;
@@ -80,7 +94,11 @@ int cmd_serve(int argc, char **argv) {
     sp.timeout_sec = 600;
     char *keys[MAX_KEYS];
     int n_keys = 0, rc = 1;
-    const char *key_file = NULL;
+    const char *key_file = NULL, *upstream_key_file = NULL, *policy_file = NULL;
+    char *upstream_key[1] = {NULL};
+    int n_upstream_key = 0;
+    pii_policy policy;
+    pii_policy_default(&policy);
     double grace = 5;
     long x;
     for (int i = 1; i < argc; i++) {
@@ -117,6 +135,13 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--cors")) sp.cors_origin = v;
         else if (!strcmp(a, "--snapshot-mb")) bad = parse_int(a, v, 0, 1L << 24, &x), ep.snapshot_budget = (size_t)x << 20;
         else if (!strcmp(a, "--grace")) bad = parse_int(a, v, 0, 3600, &x), grace = (double)x;
+        else if (!strcmp(a, "--upstream")) sp.upstream = v;
+        else if (!strcmp(a, "--upstream-key-file")) upstream_key_file = v;
+        else if (!strcmp(a, "--upstream-timeout")) bad = parse_int(a, v, 1, 1 << 24, &x), sp.upstream_timeout_sec = (double)x;
+        else if (!strcmp(a, "--policy")) policy_file = v;
+        else if (!strcmp(a, "--audit-log")) sp.audit_log = v;
+        else if (!strcmp(a, "--pii-model")) sp.pii_model_dir = v;
+        else if (!strcmp(a, "--pii-threads")) bad = parse_int(a, v, 1, 4096, &x), sp.pii_threads = (int)x;
         else {
             usage(stderr);
             fprintf(stderr, "lilac serve: unknown option %s\n", a);
@@ -135,9 +160,25 @@ int cmd_serve(int argc, char **argv) {
         rc = 2;
         goto out;
     }
-    if (key_file && read_key_file(key_file, keys, &n_keys)) {
+    if (key_file && read_key_file_n(key_file, keys, &n_keys, MAX_KEYS)) {
         cli_fail("serve", ll_errmsg());
         goto out;
+    }
+    if (policy_file && pii_policy_load(&policy, policy_file) != LL_OK) {
+        cli_fail("serve", ll_errmsg());
+        goto out;
+    }
+    sp.policy = &policy;
+    if (upstream_key_file) {
+        if (!sp.upstream) {
+            cli_fail("serve", "--upstream-key-file needs --upstream");
+            goto out;
+        }
+        if (read_key_file_n(upstream_key_file, upstream_key, &n_upstream_key, 1)) {
+            cli_fail("serve", ll_errmsg());
+            goto out;
+        }
+        sp.upstream_key = upstream_key[0];
     }
     const char *env_key = getenv("LILAC_API_KEY");
     if (n_keys == 0 && env_key && *env_key && !(keys[n_keys++] = ll_strdup(env_key))) goto out;
@@ -177,5 +218,6 @@ int cmd_serve(int argc, char **argv) {
     rc = 0;
 out:
     for (int i = 0; i < n_keys; i++) ll_free(keys[i]);
+    ll_free(upstream_key[0]);
     return rc;
 }

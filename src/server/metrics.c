@@ -25,6 +25,13 @@ void ll_metrics_format(const ll_metrics *m, const ll_engine_stats *es, ll_strbuf
     metric(o, "queue_length", "gauge", "Requests waiting for the engine.", (double)m->queue_length);
     metric(o, "queue_capacity", "gauge", "Maximum requests waiting (--max-queue).", (double)m->max_queue);
     metric(o, "requests_processing", "gauge", "Requests the engine is running now.", (double)m->processing);
+    static const char *const acts[5] = {"upstream", "mask", "ask", "local", "skip"};
+    ll_strbuf_puts(o, "# HELP lilac_privacy_decisions_total Gateway chat requests by the action taken.\n"
+                      "# TYPE lilac_privacy_decisions_total counter\n");
+    for (int i = 0; i < 5; i++)
+        ll_strbuf_printf(o, "lilac_privacy_decisions_total{action=\"%s\"} %llu\n", acts[i],
+                         (unsigned long long)m->privacy_actions[i]);
+    metric(o, "upstream_errors_total", "counter", "Forwarded requests answered 502 or 504.", (double)m->upstream_errors);
     metric(o, "engine_requests_total", "counter", "Generations run by the engine.", (double)es->requests);
     metric(o, "prompt_tokens_total", "counter", "Prompt tokens (including cached ones).", (double)es->prompt_tokens);
     metric(o, "cached_tokens_total", "counter", "Prompt tokens reused from snapshots.", (double)es->cached_tokens);

@@ -16,6 +16,10 @@ typedef struct ll_metrics {
     uint64_t timeouts;                      /* --timeout reached */
     uint64_t queue_length, max_queue;       /* gauges */
     uint64_t processing;                    /* gauge: 0 or 1 (one engine worker) */
+    /* privacy gateway (--upstream): chat requests by the action taken (pii_action order:
+     * upstream, mask, ask, local, skip), and forwarded requests that failed (502/504) */
+    uint64_t privacy_actions[5];
+    uint64_t upstream_errors;
 } ll_metrics;
 
 /* Appends the exposition text (HELP/TYPE lines, one sample each) for m and the engine's stats. */

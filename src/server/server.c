@@ -15,6 +15,7 @@
  */
 #include "server/server.h"
 
+#include <curl/curl.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
@@ -27,6 +28,7 @@
 #include <unistd.h>
 
 #include "server/api.h"
+#include "server/gateway.h"
 #include "server/jobq.h"
 #include "server/metrics.h"
 #include "server/resp.h"
@@ -80,10 +82,20 @@ struct ll_server {
     ll_engine_stats es;   /* copied by the worker after each job (the engine is not thread-safe) */
     double avg_job_sec;   /* moving average, for Retry-After */
     double started;
+    /* privacy gateway */
+    pii_policy policy;
+    char *upstream_chat;  /* the upstream's chat completions URL, or NULL (no gateway) */
+    char *upstream_auth;  /* "Authorization: Bearer KEY" header line, or NULL */
+    FILE *audit;          /* under audit_mu */
+    pii_model pii;        /* loaded when pm is set */
+    tok_tokenizer *pii_tok;
+    ll_gw_model gm;
+    ll_gw_model *pm;      /* &gm with a PII model, else NULL */
+    pthread_mutex_t audit_mu;
 };
 
 typedef enum { R_NONE, R_INDEX, R_HEALTH, R_METRICS, R_MODELS, R_MODEL, R_CHAT, R_COMPLETIONS, R_TOKENIZE,
-               R_DETOKENIZE } route_id;
+               R_DETOKENIZE, R_PRIVACY_SCAN } route_id;
 
 /* per HTTP request (MHD's con_cls) */
 typedef struct reqctx {
@@ -424,6 +436,8 @@ static const route routes[] = {
     {"/completions", R_COMPLETIONS, "POST", 1},
     {"/tokenize", R_TOKENIZE, "POST", 1},
     {"/detokenize", R_DETOKENIZE, "POST", 1},
+    {"/v1/privacy/scan", R_PRIVACY_SCAN, "POST", 1},
+    {"/privacy/scan", R_PRIVACY_SCAN, "POST", 1},
 };
 
 static const route *find_route(const char *url) {
@@ -688,6 +702,385 @@ static enum MHD_Result handle_get(reqctx *c, struct MHD_Connection *conn, const 
     return r;
 }
 
+/* ------------------------------------------------------------------ privacy gateway */
+
+static ll_status gateway_setup(ll_server *s) {
+    const char *u = s->p.upstream;
+    if (strncmp(u, "http://", 7) && strncmp(u, "https://", 8))
+        return ll_err(LL_ERR_INVALID, "--upstream %s: must start with http:// or https://", u);
+    size_t n = strlen(u);
+    while (n && u[n - 1] == '/') n--;
+    /* a base URL (".../v1", OpenAI's base_url) gets the chat path; a full endpoint is used as is */
+    static const char tail[] = "/chat/completions";
+    int full = n >= sizeof(tail) - 1 && !memcmp(u + n - (sizeof(tail) - 1), tail, sizeof(tail) - 1);
+    s->upstream_chat = ll_malloc(n + sizeof(tail));
+    if (!s->upstream_chat) return ll_err(LL_ERR_OOM, "server: out of memory");
+    memcpy(s->upstream_chat, u, n);
+    strcpy(s->upstream_chat + n, full ? "" : tail);
+    if (s->p.upstream_key) {
+        size_t k = strlen(s->p.upstream_key) + 32;
+        if (!(s->upstream_auth = ll_malloc(k))) return ll_err(LL_ERR_OOM, "server: out of memory");
+        snprintf(s->upstream_auth, k, "Authorization: Bearer %s", s->p.upstream_key);
+    }
+    if (s->p.audit_log && !(s->audit = fopen(s->p.audit_log, "a")))
+        return ll_err(LL_ERR_IO, "--audit-log %s: cannot open for appending: %s", s->p.audit_log, strerror(errno));
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+        return ll_err(LL_ERR_INTERNAL, "cannot initialise libcurl");
+    return LL_OK;
+}
+
+/* Appends one audit line; -1 when it could not be written (the request is then not forwarded:
+ * nothing leaves the machine unrecorded). */
+static int audit_write(ll_server *s, const ll_strbuf *line) {
+    if (!s->audit) return 0;
+    if (line->oom) return -1;
+    pthread_mutex_lock(&s->audit_mu);
+    int ok = fwrite(line->data, 1, line->len, s->audit) == line->len && fflush(s->audit) == 0;
+    pthread_mutex_unlock(&s->audit_mu);
+    return ok ? 0 : -1;
+}
+
+static enum MHD_Result handle_privacy_scan(reqctx *c, struct MHD_Connection *conn) {
+    ll_api_error e;
+    const char *body = c->body.data ? c->body.data : "";
+    if (ll_api_check_body(body, c->body.len, &e)) return send_error(c, conn, &e);
+    cJSON *doc = cJSON_ParseWithLength(body, c->body.len);
+    if (!cJSON_IsObject(doc)) {
+        cJSON_Delete(doc);
+        ll_api_error_set(&e, 400, "invalid_request_error", NULL, NULL, "the body must be a JSON object");
+        return send_error(c, conn, &e);
+    }
+    ll_gw_scan sc;
+    cJSON *text = cJSON_GetObjectItemCaseSensitive(doc, "text");
+    int rc = text ? ll_gw_scan_text(text, &c->srv->policy, c->srv->pm, &sc, &e)
+                  : ll_gw_scan_messages(doc, &c->srv->policy, c->srv->pm, &sc, &e);
+    if (!text && rc && !cJSON_GetObjectItemCaseSensitive(doc, "messages"))
+        ll_api_error_set(&e, 400, "invalid_request_error", NULL, "text", "send {\"text\": ...} or {\"messages\": [...]}");
+    enum MHD_Result r;
+    if (rc) r = send_error(c, conn, &e);
+    else {
+        ll_strbuf b = {0};
+        ll_gw_scan_json(&sc, &c->srv->policy, &b);
+        r = send_json(c, conn, 200, &b);
+        ll_strbuf_free(&b);
+    }
+    ll_gw_scan_free(&sc);
+    cJSON_Delete(doc);
+    return r;
+}
+
+/* One forwarded request: libcurl's multi interface driven from the connection's thread, so a
+ * streamed answer is pumped only as fast as the client reads it and no extra thread exists. */
+typedef struct fwd {
+    ll_server *srv;
+    CURL *easy;
+    CURLM *multi;
+    struct curl_slist *hdrs;
+    char *body;           /* the JSON sent (cJSON's allocator) */
+    ll_strbuf in;         /* upstream bytes not yet processed */
+    ll_strbuf out;        /* bytes for the client */
+    int got_body;         /* the write callback ran at least once */
+    int done, finished;   /* transfer over / everything handed to the client */
+    CURLcode result;
+    int masking;
+    pii_masker masker;
+    ll_gw_sse sse;
+    int conn_fd;
+    char errbuf[CURL_ERROR_SIZE];
+} fwd;
+
+static size_t fwd_write(char *ptr, size_t size, size_t nmemb, void *ud) {
+    fwd *f = ud;
+    ll_strbuf_append(&f->in, ptr, size * nmemb);
+    f->got_body = 1;
+    return f->in.oom ? 0 : size * nmemb;
+}
+
+static void fwd_free(fwd *f) {
+    if (!f) return;
+    if (f->multi && f->easy) curl_multi_remove_handle(f->multi, f->easy);
+    if (f->easy) curl_easy_cleanup(f->easy);
+    if (f->multi) curl_multi_cleanup(f->multi);
+    curl_slist_free_all(f->hdrs);
+    free(f->body);
+    ll_strbuf_free(&f->in);
+    ll_strbuf_free(&f->out);
+    pii_masker_free(&f->masker);
+    ll_gw_sse_free(&f->sse);
+    ll_free(f);
+}
+
+/* Advances the transfer, waiting up to wait_ms for something to happen. */
+static void fwd_pump(fwd *f, int wait_ms) {
+    int running = 0;
+    curl_multi_perform(f->multi, &running);
+    int left;
+    CURLMsg *msg;
+    while ((msg = curl_multi_info_read(f->multi, &left)))
+        if (msg->msg == CURLMSG_DONE) {
+            f->done = 1;
+            f->result = msg->data.result;
+        }
+    if (!f->done && running == 0) { /* finished without a message: should not happen; be safe */
+        f->done = 1;
+        f->result = CURLE_RECV_ERROR;
+    }
+    if (!f->done) curl_multi_poll(f->multi, NULL, 0, wait_ms, NULL);
+}
+
+static void fwd_error(fwd *f, ll_api_error *e) {
+    if (f->result == CURLE_OPERATION_TIMEDOUT)
+        ll_api_error_set(e, 504, "timeout_error", "upstream_timeout", NULL,
+                         "the upstream did not answer within %.0f s", f->srv->p.upstream_timeout_sec);
+    else
+        ll_api_error_set(e, 502, "upstream_error", "upstream_unavailable", NULL, "the upstream failed: %s",
+                         f->errbuf[0] ? f->errbuf : curl_easy_strerror(f->result));
+}
+
+static ssize_t fwd_reader(void *cls, uint64_t pos, char *buf, size_t max) {
+    fwd *f = cls;
+    (void)pos;
+    while (f->out.len == 0 && !f->finished) {
+        if (f->in.len) {
+            if (f->masking) ll_gw_sse_feed(&f->sse, f->in.data, f->in.len, &f->out);
+            else ll_strbuf_append(&f->out, f->in.data, f->in.len);
+            ll_strbuf_clear(&f->in);
+            continue;
+        }
+        if (f->done) {
+            if (f->masking) ll_gw_sse_finish(&f->sse, &f->out);
+            if (f->result != CURLE_OK) { /* cut off mid-stream: say so in-band and end the stream */
+                ll_api_error e;
+                fwd_error(f, &e);
+                ll_strbuf_puts(&f->out, "\n\ndata: ");
+                ll_api_error_json(&e, &f->out);
+                ll_strbuf_puts(&f->out, "\n\ndata: [DONE]\n\n");
+            }
+            f->finished = 1;
+            break;
+        }
+        fwd_pump(f, 50);
+        if (client_gone(f->conn_fd)) return MHD_CONTENT_READER_END_WITH_ERROR;
+    }
+    if (f->out.oom) return MHD_CONTENT_READER_END_WITH_ERROR;
+    if (f->out.len == 0) return MHD_CONTENT_READER_END_OF_STREAM;
+    size_t n = LL_MIN(max, f->out.len);
+    memcpy(buf, f->out.data, n);
+    ll_strbuf_consume(&f->out, n);
+    return (ssize_t)n;
+}
+
+static void fwd_reader_free(void *cls) { fwd_free(cls); }
+
+/* Sends doc upstream and answers the client with what comes back (placeholders restored when
+ * masking). Takes ownership of f. */
+static enum MHD_Result forward(reqctx *c, struct MHD_Connection *conn, fwd *f, cJSON *doc, int stream) {
+    ll_server *s = c->srv;
+    ll_api_error e;
+    f->srv = s;
+    f->body = cJSON_PrintUnformatted(doc);
+    f->easy = curl_easy_init();
+    f->multi = curl_multi_init();
+    f->hdrs = curl_slist_append(NULL, "Content-Type: application/json");
+    if (f->hdrs) f->hdrs = curl_slist_append(f->hdrs, "Expect:"); /* no 100-continue round trip */
+    if (f->hdrs && s->upstream_auth) f->hdrs = curl_slist_append(f->hdrs, s->upstream_auth);
+    if (!f->body || !f->easy || !f->multi || !f->hdrs) {
+        fwd_free(f);
+        ll_api_error_set(&e, 503, "server_error", NULL, NULL, "out of memory preparing the upstream request");
+        return send_error(c, conn, &e);
+    }
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    f->conn_fd = ci ? ci->connect_fd : -1;
+    long ms = (long)(s->p.upstream_timeout_sec * 1000);
+    curl_easy_setopt(f->easy, CURLOPT_URL, s->upstream_chat);
+    curl_easy_setopt(f->easy, CURLOPT_POST, 1L);
+    curl_easy_setopt(f->easy, CURLOPT_POSTFIELDS, f->body);
+    curl_easy_setopt(f->easy, CURLOPT_POSTFIELDSIZE, (long)strlen(f->body));
+    curl_easy_setopt(f->easy, CURLOPT_HTTPHEADER, f->hdrs);
+    curl_easy_setopt(f->easy, CURLOPT_WRITEFUNCTION, fwd_write);
+    curl_easy_setopt(f->easy, CURLOPT_WRITEDATA, f);
+    curl_easy_setopt(f->easy, CURLOPT_ERRORBUFFER, f->errbuf);
+    curl_easy_setopt(f->easy, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(f->easy, CURLOPT_TIMEOUT_MS, ms);
+    curl_easy_setopt(f->easy, CURLOPT_CONNECTTIMEOUT_MS, LL_MIN(ms, 10000L));
+    curl_easy_setopt(f->easy, CURLOPT_FOLLOWLOCATION, 0L); /* never re-send the body elsewhere */
+    curl_easy_setopt(f->easy, CURLOPT_ACCEPT_ENCODING, "");
+    curl_multi_add_handle(f->multi, f->easy);
+    /* wait for the whole answer, or (streaming) its first bytes */
+    while (!f->done && !(stream && f->got_body)) {
+        fwd_pump(f, 50);
+        if (client_gone(f->conn_fd)) {
+            fwd_free(f);
+            c->status = 499;
+            return MHD_NO;
+        }
+    }
+    long status = 0;
+    curl_easy_getinfo(f->easy, CURLINFO_RESPONSE_CODE, &status);
+    if (f->done && f->result != CURLE_OK) {
+        pthread_mutex_lock(&s->mu);
+        s->m.upstream_errors++;
+        pthread_mutex_unlock(&s->mu);
+        fwd_error(f, &e);
+        ll_log(LL_LOG_WARN, "upstream %s: %s", s->upstream_chat, e.message);
+        fwd_free(f);
+        return send_error(c, conn, &e);
+    }
+    if (status < 200 || status >= 300) {
+        while (!f->done) fwd_pump(f, 50);
+        cJSON *ed = cJSON_ParseWithLength(f->in.data ? f->in.data : "", f->in.len);
+        int is_err = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(ed, "error"));
+        cJSON_Delete(ed);
+        enum MHD_Result r;
+        if (is_err && status >= 400 && status < 600) /* the upstream's own OpenAI error: pass it on */
+            r = send_json(c, conn, (int)status, &f->in);
+        else {
+            ll_api_error_set(&e, 502, "upstream_error", "upstream_bad_status", NULL, "the upstream answered HTTP %ld",
+                             status);
+            r = send_error(c, conn, &e);
+        }
+        fwd_free(f);
+        return r;
+    }
+    if (!stream) {
+        ll_strbuf b = {0};
+        if (f->masking) ll_gw_unmask_body(&f->masker, f->in.data ? f->in.data : "", f->in.len, &b);
+        else ll_strbuf_append(&b, f->in.data ? f->in.data : "", f->in.len);
+        fwd_free(f);
+        enum MHD_Result r = send_json(c, conn, 200, &b);
+        ll_strbuf_free(&b);
+        return r;
+    }
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, fwd_reader, f, fwd_reader_free);
+    if (!r) {
+        fwd_free(f);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", "text/event-stream");
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    MHD_add_response_header(r, "X-Accel-Buffering", "no");
+    add_common_headers(s, r);
+    enum MHD_Result ok = MHD_queue_response(conn, 200, r);
+    MHD_destroy_response(r);
+    c->status = 200;
+    return ok;
+}
+
+/* POST /v1/chat/completions with an upstream: scan, decide, then answer locally, forward, refuse
+ * or ask. */
+static enum MHD_Result handle_gateway(reqctx *c, struct MHD_Connection *conn) {
+    ll_server *s = c->srv;
+    ll_api_error e;
+    const char *body = c->body.data ? c->body.data : "";
+    if (ll_api_check_body(body, c->body.len, &e)) return send_error(c, conn, &e);
+    cJSON *doc = cJSON_ParseWithLength(body, c->body.len);
+    if (!cJSON_IsObject(doc)) {
+        cJSON_Delete(doc);
+        ll_api_error_set(&e, 400, "invalid_request_error", NULL, NULL, "the body must be a JSON object");
+        return send_error(c, conn, &e);
+    }
+    int choice;
+    ll_gw_scan sc = {0};
+    if (ll_gw_take_decision(doc, &choice, &e) || ll_gw_scan_messages(doc, &s->policy, s->pm, &sc, &e)) {
+        ll_gw_scan_free(&sc);
+        cJSON_Delete(doc);
+        return send_error(c, conn, &e);
+    }
+    cJSON *sv = cJSON_GetObjectItemCaseSensitive(doc, "stream");
+    int stream = cJSON_IsTrue(sv);
+    pii_action act = sc.decision.action;
+    /* the client's choice: anything stricter always; "upstream" only where the policy asked (then
+     * the categories whose policy is mask are still masked: "upload anyway" is about the rest) */
+    if (choice >= 0 && ((pii_action)choice > act || act == PII_ACT_ASK)) {
+        act = (pii_action)choice;
+        if (act == PII_ACT_UPSTREAM && sc.decision.mask_categories) act = PII_ACT_MASK;
+    }
+    char hex[33];
+    random_hex(hex, 12);
+    char id[48];
+    snprintf(id, sizeof(id), "chatcmpl-%s", hex);
+    pthread_mutex_lock(&s->mu);
+    s->m.privacy_actions[act]++;
+    pthread_mutex_unlock(&s->mu);
+    enum MHD_Result r;
+    ll_strbuf b = {0};
+    switch (act) {
+    case PII_ACT_LOCAL: {
+        /* the local engine serves one model: drop the name meant for the upstream */
+        cJSON_DeleteItemFromObjectCaseSensitive(doc, "model");
+        char *js = cJSON_PrintUnformatted(doc);
+        ll_strbuf_clear(&c->body);
+        if (js) ll_strbuf_puts(&c->body, js);
+        free(js);
+        ll_gw_scan_free(&sc);
+        cJSON_Delete(doc);
+        if (!js || c->body.oom) {
+            ll_api_error_set(&e, 503, "server_error", NULL, NULL, "out of memory");
+            return send_error(c, conn, &e);
+        }
+        return handle_gen(c, conn);
+    }
+    case PII_ACT_SKIP: {
+        cJSON *mv = cJSON_GetObjectItemCaseSensitive(doc, "model");
+        ll_gw_refusal(&sc.decision, cJSON_IsString(mv) ? mv->valuestring : s->model_id, id, (long long)time(NULL), stream,
+                      &b);
+        r = b.oom ? MHD_NO
+                  : send_body(c, conn, 200, stream ? "text/event-stream" : "application/json", b.data, b.len, NULL, 0);
+        break;
+    }
+    case PII_ACT_ASK:
+        ll_api_error_set(&e, 409, "privacy_decision_required", "privacy_ask", "privacy_decision",
+                         "this request contains personal data; repeat it with \"privacy_decision\": \"local\" (process "
+                         "locally), \"upstream\" (upload anyway) or \"skip\" (skip this step)");
+        ll_api_error_json(&e, &b);
+        if (b.len && b.data[b.len - 1] == '}') { /* add the findings beside "error" */
+            b.len--;
+            ll_strbuf_puts(&b, ",\"privacy\":");
+            ll_gw_scan_json(&sc, &s->policy, &b);
+            ll_strbuf_puts(&b, ",\"choices\":[\"local\",\"upstream\",\"skip\"]}");
+        }
+        r = send_json(c, conn, 409, &b);
+        break;
+    default: { /* PII_ACT_MASK, PII_ACT_UPSTREAM */
+        fwd *f = ll_calloc(1, sizeof(*f));
+        if (!f) {
+            ll_api_error_set(&e, 503, "server_error", NULL, NULL, "out of memory");
+            r = send_error(c, conn, &e);
+            break;
+        }
+        pii_masker_init(&f->masker);
+        uint32_t cats = act == PII_ACT_MASK ? sc.decision.mask_categories : 0;
+        f->masking = cats != 0;
+        ll_gw_sse_init(&f->sse, &f->masker);
+        if (cats && ll_gw_mask(&sc, cats, &f->masker) != LL_OK) {
+            fwd_free(f);
+            ll_api_error_set(&e, 503, "server_error", NULL, NULL, "out of memory while masking");
+            r = send_error(c, conn, &e);
+            break;
+        }
+        /* the audit line is written before anything leaves: an upstream failing half-way may
+         * still have received it */
+        char *peek = cJSON_PrintUnformatted(doc);
+        ll_gw_audit_line(&sc, id, cats ? "mask" : "upstream", s->upstream_chat, cats, peek ? strlen(peek) : 0, &b);
+        free(peek);
+        if (audit_write(s, &b)) {
+            fwd_free(f);
+            ll_log(LL_LOG_ERROR, "--audit-log %s: write failed; request not forwarded", s->p.audit_log);
+            ll_api_error_set(&e, 503, "server_error", "audit_log_failed", NULL,
+                             "the audit log cannot be written; the request was not forwarded");
+            r = send_error(c, conn, &e);
+            break;
+        }
+        r = forward(c, conn, f, doc, stream);
+        break;
+    }
+    }
+    ll_strbuf_free(&b);
+    ll_gw_scan_free(&sc);
+    cJSON_Delete(doc);
+    return r;
+}
+
 /* ------------------------------------------------------------------ MHD callbacks */
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
@@ -769,6 +1162,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         ll_api_error_set(&e, 503, "server_error", NULL, NULL, "out of memory reading the request");
         return send_error(c, conn, &e);
     }
+    if (c->route == R_PRIVACY_SCAN) return handle_privacy_scan(c, conn);
+    if (c->route == R_CHAT && s->upstream_chat) return handle_gateway(c, conn);
     if (c->route == R_CHAT || c->route == R_COMPLETIONS) return handle_gen(c, conn);
     return handle_tokenize(c, conn);
 }
@@ -810,6 +1205,15 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 /* ------------------------------------------------------------------ start / stop */
 
 static void free_server(ll_server *s) {
+    ll_free(s->upstream_chat);
+    ll_free(s->upstream_auth);
+    if (s->audit) fclose(s->audit);
+    pthread_mutex_destroy(&s->audit_mu);
+    if (s->pm) {
+        pii_model_free(&s->pii);
+        pthread_mutex_destroy(&s->gm.mu);
+    }
+    if (s->pii_tok) tok_free(s->pii_tok);
     for (int i = 0; i < s->p.n_api_keys && s->keys; i++) ll_free(s->keys[i]);
     ll_free(s->keys);
     ll_jobq_destroy(&s->q);
@@ -834,11 +1238,38 @@ ll_status ll_server_start(const ll_server_params *p, ll_engine *e, ll_server **o
     s->started = (double)time(NULL);
     s->m.max_queue = (uint64_t)s->p.max_queue;
     pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->audit_mu, NULL);
+    if (p->policy) s->policy = *p->policy;
+    else pii_policy_default(&s->policy);
+    if (s->p.upstream_timeout_sec <= 0) s->p.upstream_timeout_sec = s->p.timeout_sec;
     ll_status st = ll_jobq_init(&s->q, (size_t)s->p.max_queue);
     if (st != LL_OK) {
         pthread_mutex_destroy(&s->mu);
         ll_free(s);
         return st;
+    }
+    if (p->pii_model_dir) {
+        st = pii_model_load(&s->pii, p->pii_model_dir, NULL, p->pii_threads > 0 ? p->pii_threads : 2);
+        if (st != LL_OK) {
+            free_server(s);
+            return st;
+        }
+        s->pm = &s->gm; /* from here on free_server frees the model */
+        pthread_mutex_init(&s->gm.mu, NULL);
+        s->gm.m = &s->pii;
+        st = tok_load_file(p->pii_model_dir, &s->pii_tok);
+        if (st != LL_OK) {
+            free_server(s);
+            return ll_err(st, "--pii-model %s: no usable tokenizer.json beside the model", p->pii_model_dir);
+        }
+        s->gm.tok = s->pii_tok;
+    }
+    if (p->upstream) {
+        st = gateway_setup(s);
+        if (st != LL_OK) {
+            free_server(s);
+            return st;
+        }
     }
     if (p->n_api_keys) {
         s->keys = ll_calloc((size_t)p->n_api_keys, sizeof(char *));

@@ -5,12 +5,19 @@
  * its own request, and only its own, at the engine's next token.
  *
  * Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models[/{id}], GET /health,
- * GET /metrics, POST /tokenize, POST /detokenize, GET / (the chat page). The /v1 routes are also
+ * GET /metrics, POST /tokenize, POST /detokenize, POST /v1/privacy/scan, GET / (the chat page).
+ *
+ * With params.upstream set the server is a privacy gateway: each chat request is scanned and the
+ * policy decides to answer it locally, forward it (unchanged or masked, the answer's placeholders
+ * restored), refuse it (skip), or ask the client (409 with the findings; the client repeats the
+ * request with "privacy_decision"). Forwarding runs on the connection's own thread (libcurl), never
+ * on the engine worker. See README "Privacy gateway" and docs/openapi.yaml. The /v1 routes are also
  * served without the prefix. /health and / need no API key; everything else does when keys are set.
  */
 #ifndef LILAC_SERVER_H
 #define LILAC_SERVER_H
 
+#include "privacy/policy.h"
 #include "runtime/engine.h"
 
 typedef struct ll_server_params {
@@ -24,6 +31,14 @@ typedef struct ll_server_params {
     double timeout_sec;           /* per request, from arrival, and HTTP idle timeout (<= 0: 600) */
     size_t max_body;              /* request body limit in bytes (0: 16 MiB) */
     int max_connections;          /* 0: 256 */
+    /* the privacy gateway (gateway.h); with no upstream every request is answered locally */
+    const char *upstream;         /* base URL of an OpenAI-compatible API ("http://host:port/v1"), or NULL */
+    const char *upstream_key;     /* sent upstream as 'Authorization: Bearer KEY', or NULL */
+    const pii_policy *policy;     /* NULL: pii_policy_default (copied at start) */
+    const char *audit_log;        /* JSON-lines file of what left the machine, or NULL */
+    double upstream_timeout_sec;  /* whole upstream exchange (<= 0: timeout_sec); past it: 504 */
+    const char *pii_model_dir;    /* PII encoder checkpoint used beside the rules, or NULL (rules only) */
+    int pii_threads;              /* its CPU threads (<= 0: 2) */
 } ll_server_params;
 
 typedef struct ll_server ll_server;

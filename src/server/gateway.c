@@ -1,0 +1,432 @@
+/*
+ * gateway.c — the HTTP-free parts of the privacy gateway: request scanning and masking, findings
+ * JSON, placeholder restore in answers (whole and streamed), the skip refusal and audit lines.
+ * See gateway.h.
+ */
+#include "server/gateway.h"
+
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <time.h>
+
+#include "privacy/scan.h"
+
+/* ------------------------------------------------------------------ scanning */
+
+static int add_text(ll_gw_scan *s, cJSON *item, int message, const char *path, const pii_policy *p,
+                    ll_gw_model *pm, ll_api_error *err) {
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 8;
+        ll_gw_text *v = ll_realloc(s->v, cap * sizeof(*v));
+        if (!v) goto oom;
+        s->v = v;
+        s->cap = cap;
+    }
+    ll_gw_text *t = &s->v[s->n];
+    memset(t, 0, sizeof(*t));
+    t->item = item;
+    t->message = message;
+    snprintf(t->path, sizeof(t->path), "%s", path);
+    const char *text = item->valuestring ? item->valuestring : "";
+    pii_spans all = {0};
+    if (pm) pthread_mutex_lock(&pm->mu);
+    ll_status st = pii_scan(text, strlen(text), pm ? pm->m : NULL, pm ? pm->tok : NULL, &all, &t->sensitivity);
+    if (pm) pthread_mutex_unlock(&pm->mu);
+    if (st != LL_OK) {
+        pii_spans_free(&all);
+        if (st == LL_ERR_OOM) goto oom;
+        ll_api_error_set(err, 503, "server_error", NULL, path, "the privacy scan failed (%s)", ll_status_name(st));
+        return -1;
+    }
+    s->n++;
+    /* findings under the policy's min_score are ignored everywhere: not reported, not masked */
+    for (size_t i = 0; i < all.n; i++)
+        if (all.v[i].score >= p->min_score && pii_spans_push(&t->spans, all.v[i]) != LL_OK) {
+            pii_spans_free(&all);
+            goto oom;
+        }
+    pii_spans_free(&all);
+    pii_decision d = pii_policy_decide(p, t->spans.v, t->spans.n);
+    if (d.action > s->decision.action) s->decision.action = d.action;
+    s->decision.categories |= d.categories;
+    s->decision.mask_categories |= d.mask_categories;
+    for (int c = 0; c < PII_N_CAT; c++) s->decision.counts[c] += d.counts[c];
+    return 0;
+oom:
+    ll_api_error_set(err, 503, "server_error", NULL, NULL, "out of memory while scanning the request");
+    return -1;
+}
+
+int ll_gw_scan_text(cJSON *text, const pii_policy *p, ll_gw_model *pm, ll_gw_scan *out, ll_api_error *err) {
+    memset(out, 0, sizeof(*out));
+    out->decision.action = PII_ACT_UPSTREAM;
+    if (!cJSON_IsString(text)) {
+        ll_api_error_set(err, 400, "invalid_request_error", NULL, "text", "'text' must be a string");
+        return -1;
+    }
+    return add_text(out, text, -1, "text", p, pm, err);
+}
+
+int ll_gw_scan_messages(cJSON *doc, const pii_policy *p, ll_gw_model *pm, ll_gw_scan *out, ll_api_error *err) {
+    memset(out, 0, sizeof(*out));
+    out->decision.action = PII_ACT_UPSTREAM;
+    cJSON *msgs = cJSON_IsObject(doc) ? cJSON_GetObjectItemCaseSensitive(doc, "messages") : NULL;
+    if (!cJSON_IsArray(msgs)) {
+        ll_api_error_set(err, 400, "invalid_request_error", NULL, "messages", "'messages' must be an array");
+        return -1;
+    }
+    char path[64];
+    int mi = 0;
+    for (cJSON *m = msgs->child; m; m = m->next, mi++) {
+        if (!cJSON_IsObject(m)) {
+            ll_api_error_set(err, 400, "invalid_request_error", NULL, "messages", "messages[%d] must be an object", mi);
+            return -1;
+        }
+        cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
+        if (cJSON_IsString(c)) {
+            snprintf(path, sizeof(path), "messages[%d].content", mi);
+            if (add_text(out, c, mi, path, p, pm, err)) return -1;
+        } else if (cJSON_IsArray(c)) {
+            int pi = 0;
+            for (cJSON *part = c->child; part; part = part->next, pi++) {
+                cJSON *t = cJSON_IsObject(part) ? cJSON_GetObjectItemCaseSensitive(part, "text") : NULL;
+                if (!cJSON_IsString(t)) continue;
+                snprintf(path, sizeof(path), "messages[%d].content[%d].text", mi, pi);
+                if (add_text(out, t, mi, path, p, pm, err)) return -1;
+            }
+        }
+        cJSON *calls = cJSON_GetObjectItemCaseSensitive(m, "tool_calls");
+        int ci = 0;
+        for (cJSON *tc = cJSON_IsArray(calls) ? calls->child : NULL; tc; tc = tc->next, ci++) {
+            cJSON *fn = cJSON_IsObject(tc) ? cJSON_GetObjectItemCaseSensitive(tc, "function") : NULL;
+            cJSON *args = cJSON_IsObject(fn) ? cJSON_GetObjectItemCaseSensitive(fn, "arguments") : NULL;
+            if (!cJSON_IsString(args)) continue;
+            snprintf(path, sizeof(path), "messages[%d].tool_calls[%d].function.arguments", mi, ci);
+            if (add_text(out, args, mi, path, p, pm, err)) return -1;
+        }
+    }
+    return 0;
+}
+
+void ll_gw_scan_free(ll_gw_scan *s) {
+    for (size_t i = 0; i < s->n; i++) {
+        pii_spans_free(&s->v[i].spans);
+        ll_free(s->v[i].orig);
+    }
+    ll_free(s->v);
+    memset(s, 0, sizeof(*s));
+}
+
+static void categories_json(const int *counts, uint32_t only, ll_strbuf *out) {
+    ll_strbuf_putc(out, '{');
+    int first = 1;
+    for (int c = 0; c < PII_N_CAT; c++) {
+        if (!counts[c] || !(only & (1u << c))) continue;
+        ll_strbuf_printf(out, "%s\"%s\":%d", first ? "" : ",", pii_category_name(c), counts[c]);
+        first = 0;
+    }
+    ll_strbuf_putc(out, '}');
+}
+
+void ll_gw_scan_json(const ll_gw_scan *s, const pii_policy *p, ll_strbuf *out) {
+    (void)p;
+    ll_strbuf_puts(out, "{\"spans\":[");
+    int first = 1;
+    float sens = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        const ll_gw_text *t = &s->v[i];
+        if (t->sensitivity > sens) sens = t->sensitivity;
+        for (size_t k = 0; k < t->spans.n; k++) {
+            const pii_span *sp = &t->spans.v[k];
+            ll_strbuf_puts(out, first ? "{" : ",{");
+            first = 0;
+            if (t->message >= 0) ll_strbuf_printf(out, "\"message\":%d,", t->message);
+            ll_strbuf_puts(out, "\"path\":");
+            ll_strbuf_json_cstr(out, t->path);
+            ll_strbuf_printf(out, ",\"start\":%lld,\"end\":%lld,\"label\":\"%s\",\"score\":%.4f,\"source\":\"%s\"}",
+                             (long long)sp->start, (long long)sp->end, pii_category_name(sp->label), (double)sp->score,
+                             sp->source == PII_SRC_MODEL ? "model" : "rule");
+        }
+    }
+    ll_strbuf_printf(out, "],\"sensitivity\":%.4f,\"decision\":{\"action\":\"%s\",\"categories\":", (double)sens,
+                     pii_action_name(s->decision.action));
+    categories_json(s->decision.counts, ~0u, out);
+    ll_strbuf_puts(out, "}}");
+}
+
+int ll_gw_take_decision(cJSON *doc, int *act, ll_api_error *err) {
+    *act = -1;
+    cJSON *v = cJSON_DetachItemFromObjectCaseSensitive(doc, "privacy_decision");
+    if (!v || cJSON_IsNull(v)) {
+        cJSON_Delete(v);
+        return 0;
+    }
+    int a = cJSON_IsString(v) ? pii_action_from_name(v->valuestring) : -1;
+    cJSON_Delete(v);
+    if (a != PII_ACT_LOCAL && a != PII_ACT_UPSTREAM && a != PII_ACT_SKIP) {
+        ll_api_error_set(err, 400, "invalid_request_error", NULL, "privacy_decision",
+                         "'privacy_decision' must be \"local\", \"upstream\" or \"skip\"");
+        return -1;
+    }
+    *act = a;
+    return 0;
+}
+
+ll_status ll_gw_mask(ll_gw_scan *s, uint32_t cat_mask, pii_masker *m) {
+    pii_buf b = {0};
+    for (size_t i = 0; i < s->n; i++) {
+        ll_gw_text *t = &s->v[i];
+        if (!t->spans.n || t->orig) continue;
+        const char *text = t->item->valuestring;
+        b.n = 0;
+        ll_status st = pii_mask_text(m, text, strlen(text), t->spans.v, t->spans.n, cat_mask, &b);
+        if (st == LL_OK && !(t->orig = ll_strdup(text))) st = LL_ERR_OOM;
+        if (st == LL_OK && !b.s) st = pii_buf_append(&b, "", 0);
+        if (st != LL_OK || !cJSON_SetValuestring(t->item, b.s)) {
+            pii_buf_free(&b);
+            return ll_err(LL_ERR_OOM, "gateway: out of memory while masking");
+        }
+    }
+    pii_buf_free(&b);
+    return LL_OK;
+}
+
+/* ------------------------------------------------------------------ restoring answers */
+
+/* Replaces the string node's value with its unmasked text (unchanged on OOM: the caller's
+ * output then still carries placeholders, never anything wrong). */
+static void unmask_item(const pii_masker *m, cJSON *item, pii_buf *tmp) {
+    if (!cJSON_IsString(item) || !item->valuestring || !strchr(item->valuestring, '[')) return;
+    tmp->n = 0;
+    if (pii_unmask_text(m, item->valuestring, strlen(item->valuestring), tmp) == LL_OK && tmp->s)
+        cJSON_SetValuestring(item, tmp->s);
+}
+
+static void unmask_tool_calls(const pii_masker *m, cJSON *calls, pii_buf *tmp) {
+    for (cJSON *tc = cJSON_IsArray(calls) ? calls->child : NULL; tc; tc = tc->next) {
+        cJSON *fn = cJSON_GetObjectItemCaseSensitive(tc, "function");
+        if (cJSON_IsObject(fn)) unmask_item(m, cJSON_GetObjectItemCaseSensitive(fn, "arguments"), tmp);
+    }
+}
+
+static void put_json(cJSON *doc, ll_strbuf *out) {
+    char *js = cJSON_PrintUnformatted(doc);
+    if (!js) {
+        out->oom = 1;
+        return;
+    }
+    ll_strbuf_puts(out, js);
+    free(js); /* cJSON's allocator */
+}
+
+void ll_gw_unmask_body(const pii_masker *m, const char *body, size_t n, ll_strbuf *out) {
+    cJSON *doc = cJSON_ParseWithLength(body, n);
+    cJSON *choices = doc ? cJSON_GetObjectItemCaseSensitive(doc, "choices") : NULL;
+    if (!cJSON_IsArray(choices)) {
+        cJSON_Delete(doc);
+        ll_strbuf_append(out, body, n);
+        return;
+    }
+    pii_buf tmp = {0};
+    for (cJSON *c = choices->child; c; c = c->next) {
+        cJSON *msg = cJSON_GetObjectItemCaseSensitive(c, "message");
+        if (cJSON_IsObject(msg)) {
+            unmask_item(m, cJSON_GetObjectItemCaseSensitive(msg, "content"), &tmp);
+            unmask_item(m, cJSON_GetObjectItemCaseSensitive(msg, "reasoning_content"), &tmp);
+            unmask_tool_calls(m, cJSON_GetObjectItemCaseSensitive(msg, "tool_calls"), &tmp);
+        }
+        unmask_item(m, cJSON_GetObjectItemCaseSensitive(c, "text"), &tmp); /* legacy completions */
+    }
+    put_json(doc, out);
+    pii_buf_free(&tmp);
+    cJSON_Delete(doc);
+}
+
+void ll_gw_sse_init(ll_gw_sse *s, const pii_masker *m) {
+    memset(s, 0, sizeof(*s));
+    s->m = m;
+    for (int i = 0; i < LL_GW_MAX_CHOICES; i++) {
+        pii_unmask_stream_init(&s->content[i], m);
+        pii_unmask_stream_init(&s->reasoning[i], m);
+    }
+}
+
+void ll_gw_sse_free(ll_gw_sse *s) {
+    ll_strbuf_free(&s->line);
+    pii_buf_free(&s->tmp);
+}
+
+/* Runs field `name` of delta through stream us; with fin, also flushes what us holds. The field is
+ * created when only held text is left to say, and removed (never sent empty) when everything is
+ * still held, so a client sees no placeholder fragment. */
+static void stream_field(ll_gw_sse *s, cJSON *delta, const char *name, pii_unmask_stream *us, int fin) {
+    cJSON *v = cJSON_GetObjectItemCaseSensitive(delta, name);
+    int had = cJSON_IsString(v) && v->valuestring;
+    if (!had && !(fin && us->nhold)) return;
+    s->tmp.n = 0;
+    ll_status st = LL_OK;
+    if (had) st = pii_unmask_stream_feed(us, v->valuestring, strlen(v->valuestring), &s->tmp);
+    if (st == LL_OK && fin) st = pii_unmask_stream_finish(us, &s->tmp);
+    if (st == LL_OK) st = pii_buf_append(&s->tmp, "", 0);
+    if (st != LL_OK) return;
+    if (had && (s->tmp.n || !*v->valuestring)) cJSON_SetValuestring(v, s->tmp.s);
+    else if (had) cJSON_DeleteItemFromObjectCaseSensitive(delta, name);
+    else cJSON_AddStringToObject(delta, name, s->tmp.s);
+}
+
+static void sse_event(ll_gw_sse *s, const char *line, size_t n, ll_strbuf *out) {
+    const char *p = line + 5; /* after "data:" */
+    size_t k = n - 5;
+    while (k && *p == ' ') p++, k--;
+    cJSON *doc = k && *p == '{' ? cJSON_ParseWithLength(p, k) : NULL;
+    cJSON *choices = doc ? cJSON_GetObjectItemCaseSensitive(doc, "choices") : NULL;
+    if (!cJSON_IsArray(choices)) { /* [DONE], errors, usage: unchanged */
+        cJSON_Delete(doc);
+        ll_strbuf_append(out, line, n);
+        return;
+    }
+    for (cJSON *c = choices->child; c; c = c->next) {
+        cJSON *idx = cJSON_GetObjectItemCaseSensitive(c, "index");
+        int i = cJSON_IsNumber(idx) ? idx->valueint : 0;
+        cJSON *delta = cJSON_GetObjectItemCaseSensitive(c, "delta");
+        if (i < 0 || i >= LL_GW_MAX_CHOICES || !cJSON_IsObject(delta)) continue;
+        cJSON *fr = cJSON_GetObjectItemCaseSensitive(c, "finish_reason");
+        int fin = fr && !cJSON_IsNull(fr);
+        stream_field(s, delta, "reasoning_content", &s->reasoning[i], fin);
+        stream_field(s, delta, "content", &s->content[i], fin);
+        unmask_tool_calls(s->m, cJSON_GetObjectItemCaseSensitive(delta, "tool_calls"), &s->tmp);
+    }
+    ll_strbuf_puts(out, "data: ");
+    put_json(doc, out);
+    cJSON_Delete(doc);
+}
+
+static void sse_line(ll_gw_sse *s, const char *line, size_t n, ll_strbuf *out) {
+    /* n includes the '\n' (and a '\r' before it, if any); the line ending is kept as it came */
+    size_t body = n;
+    while (body && (line[body - 1] == '\n' || line[body - 1] == '\r')) body--;
+    if (body >= 5 && !memcmp(line, "data:", 5)) {
+        sse_event(s, line, body, out);
+        ll_strbuf_append(out, line + body, n - body);
+    } else
+        ll_strbuf_append(out, line, n);
+}
+
+void ll_gw_sse_feed(ll_gw_sse *s, const char *data, size_t n, ll_strbuf *out) {
+    while (n) {
+        const char *nl = memchr(data, '\n', n);
+        if (!nl) {
+            ll_strbuf_append(&s->line, data, n);
+            return;
+        }
+        size_t k = (size_t)(nl - data) + 1;
+        if (s->line.len) {
+            ll_strbuf_append(&s->line, data, k);
+            sse_line(s, s->line.data, s->line.len, out);
+            ll_strbuf_clear(&s->line);
+        } else
+            sse_line(s, data, k, out);
+        data += k;
+        n -= k;
+    }
+}
+
+void ll_gw_sse_finish(ll_gw_sse *s, ll_strbuf *out) {
+    if (s->line.len) sse_line(s, s->line.data, s->line.len, out);
+    ll_strbuf_clear(&s->line);
+}
+
+/* ------------------------------------------------------------------ refusal and audit */
+
+void ll_gw_refusal(const pii_decision *d, const char *model, const char *id, long long created, int stream,
+                   ll_strbuf *out) {
+    ll_strbuf msg = {0};
+    ll_strbuf_puts(&msg, "This request was not processed: it contains personal data (");
+    int first = 1;
+    for (int c = 0; c < PII_N_CAT; c++)
+        if (d->categories & (1u << c)) {
+            ll_strbuf_printf(&msg, "%s%s", first ? "" : ", ", pii_category_name(c));
+            first = 0;
+        }
+    ll_strbuf_puts(&msg, ") that the privacy policy does not allow to be processed.");
+    const char *text = msg.data ? msg.data : "";
+    if (!stream) {
+        ll_strbuf_printf(out, "{\"id\":\"%s\",\"object\":\"chat.completion\",\"created\":%lld,\"model\":", id, created);
+        ll_strbuf_json_cstr(out, model);
+        ll_strbuf_puts(out, ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":");
+        ll_strbuf_json_cstr(out, text);
+        ll_strbuf_puts(out, "},\"finish_reason\":\"content_filter\",\"logprobs\":null}],"
+                            "\"usage\":{\"prompt_tokens\":0,\"completion_tokens\":0,\"total_tokens\":0}}");
+    } else {
+        const char *deltas[3] = {"{\"role\":\"assistant\",\"content\":\"\"}", NULL, "{}"};
+        for (int k = 0; k < 3; k++) {
+            ll_strbuf_printf(out, "data: {\"id\":\"%s\",\"object\":\"chat.completion.chunk\",\"created\":%lld,\"model\":",
+                             id, created);
+            ll_strbuf_json_cstr(out, model);
+            ll_strbuf_puts(out, ",\"choices\":[{\"index\":0,\"delta\":");
+            if (deltas[k]) ll_strbuf_puts(out, deltas[k]);
+            else {
+                ll_strbuf_puts(out, "{\"content\":");
+                ll_strbuf_json_cstr(out, text);
+                ll_strbuf_putc(out, '}');
+            }
+            ll_strbuf_printf(out, ",\"finish_reason\":%s,\"logprobs\":null}]}\n\n",
+                             k == 2 ? "\"content_filter\"" : "null");
+        }
+        ll_strbuf_puts(out, "data: [DONE]\n\n");
+    }
+    if (msg.oom) out->oom = 1;
+    ll_strbuf_free(&msg);
+}
+
+void ll_gw_sha256_hex(const void *data, size_t n, char hex[65]) {
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    if (!EVP_Digest(data, n, md, &len, EVP_sha256(), NULL) || len != 32) {
+        snprintf(hex, 65, "%s", "unavailable");
+        return;
+    }
+    for (int i = 0; i < 32; i++) sprintf(hex + 2 * i, "%02x", md[i]);
+}
+
+void ll_gw_audit_line(const ll_gw_scan *s, const char *id, const char *action, const char *upstream,
+                      uint32_t mask_cats, size_t bytes_sent, ll_strbuf *out) {
+    char ts[32];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%SZ", &tm);
+    int raw[PII_N_CAT] = {0}, masked[PII_N_CAT] = {0};
+    for (int c = 0; c < PII_N_CAT; c++)
+        if (mask_cats & (1u << c)) masked[c] = s->decision.counts[c];
+        else raw[c] = s->decision.counts[c];
+    ll_strbuf_printf(out, "{\"time\":\"%s\",\"id\":\"%s\",\"action\":\"%s\",\"upstream\":", ts, id, action);
+    ll_strbuf_json_cstr(out, upstream);
+    ll_strbuf_printf(out, ",\"bytes\":%zu,\"found\":", bytes_sent);
+    categories_json(s->decision.counts, ~0u, out);
+    ll_strbuf_puts(out, ",\"masked\":");
+    categories_json(masked, ~0u, out);
+    ll_strbuf_puts(out, ",\"sent_raw\":");
+    categories_json(raw, ~0u, out);
+    ll_strbuf_puts(out, ",\"raw_hashes\":[");
+    int first = 1;
+    ll_strbuf hb = {0};
+    for (size_t i = 0; i < s->n; i++) {
+        const ll_gw_text *t = &s->v[i];
+        for (size_t k = 0; k < t->spans.n; k++) {
+            const pii_span *sp = &t->spans.v[k];
+            if (mask_cats & (1u << sp->label)) continue;
+            /* hashed as "<label>:<value>" so an auditor can check whether a known value left */
+            ll_strbuf_clear(&hb);
+            ll_strbuf_printf(&hb, "%s:", pii_category_name(sp->label));
+            ll_strbuf_append(&hb, (t->orig ? t->orig : t->item->valuestring) + sp->bstart, (size_t)(sp->bend - sp->bstart));
+            char hex[65];
+            ll_gw_sha256_hex(hb.data ? hb.data : "", hb.len, hex);
+            ll_strbuf_printf(out, "%s{\"label\":\"%s\",\"sha256\":\"%s\"}", first ? "" : ",",
+                             pii_category_name(sp->label), hex);
+            first = 0;
+        }
+    }
+    ll_strbuf_free(&hb);
+    ll_strbuf_puts(out, "]}\n");
+}

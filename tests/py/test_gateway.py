@@ -1,0 +1,499 @@
+"""End-to-end tests of the privacy gateway (`lilac serve --upstream`).
+
+Three real processes on loopback:
+    client -> gateway (lilac serve --upstream P/v1 --policy ...) -> capturing proxy P -> upstream
+where the upstream is a second `lilac serve` with the scripted chat model (tests/py/chatmodel.py,
+which answers "Hello world!"). The proxy records every request body and header the upstream gets,
+and plays a model that repeats what it was given: it replaces "world" in the answer by the first
+placeholder it saw in the request (in a stream, split over two events), so that restoring the
+placeholder in the gateway's answer is observable.
+"""
+import http.server
+import json
+import os
+import pathlib
+import re
+import socket
+import subprocess
+import threading
+import time
+
+import pytest
+
+httpx = pytest.importorskip("httpx")
+
+from chatmodel import make_chat_model  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+LILAC = os.environ.get("LILAC_BIN", str(ROOT / "build" / "lilac"))
+NO_THINK = {"chat_template_kwargs": {"enable_thinking": False}}
+UPSTREAM_KEY = "sk-upstream-5c1d9e"
+CLIENT_KEY = "sk-gateway-client"
+EMAIL = "marta.kowalska@gmail.com"
+SECRET = "ghp_4fT9kLm2Qx8Rz1Vb7Nc3Hd6Jw0Ys5Pa2Ek9U"
+PHONE = "+44 20 7946 0958"
+PERSON = "Jonas Becker"
+POLICY = "default = mask\nsecret = local\nprivate_phone = skip\nprivate_person = ask\n"
+PH_RE = re.compile(r"\[[A-Z_]+_\d+\]")
+
+
+def shared():
+    for c in (os.environ.get("LILAC_SHARED"), ROOT.parent / "shared", "/work/shared"):
+        if c and pathlib.Path(c, "fixtures").is_dir():
+            return pathlib.Path(c)
+    pytest.skip("shared/ fixtures not found")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Serve:
+    def __init__(self, model_dir, tmp, *args):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log_path = tmp / f"serve-{self.port}.log"
+        self.log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen([LILAC, "serve", "-m", str(model_dir), "--port", str(self.port), "--ctx", "1024",
+                                      *args], stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("lilac serve exited: " + self.log_path.read_text())
+            try:
+                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        raise RuntimeError("lilac serve did not start")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        return self.proc.returncode
+
+
+class Proxy:
+    """Forwards to the upstream, recording what it receives; echoes a placeholder into the answer."""
+
+    def __init__(self, upstream_url, delay=0.0):
+        self.requests = []  # (headers dict, body bytes)
+        proxy = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"
+
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                proxy.requests.append(({k.lower(): v for k, v in self.headers.items()}, body))
+                if delay:
+                    time.sleep(delay)
+                req = json.loads(body)
+                m = PH_RE.search(json.dumps(req["messages"]))
+                ph = m.group(0) if m else None
+                r = httpx.post(upstream_url + self.path.replace("/v1", "/v1", 1), content=body,
+                               headers={"Content-Type": "application/json"}, timeout=60)
+                self.send_response(r.status_code)
+                if not req.get("stream"):
+                    out = r.json() if r.status_code == 200 else None
+                    if out and ph:
+                        c = out["choices"][0]["message"]
+                        c["content"] = c["content"].replace("world", ph)
+                    data = json.dumps(out).encode() if out else r.content
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                for line in r.text.split("\n\n"):
+                    if not line.strip():
+                        continue
+                    events = [line]
+                    if ph and line.startswith("data: {") and "world" in line:
+                        ev = json.loads(line[6:])
+                        text = ev["choices"][0]["delta"]["content"].replace("world", ph)
+                        cut = text.index(ph) + len(ph) // 2  # split inside the placeholder
+                        a, b = json.loads(line[6:]), json.loads(line[6:])
+                        a["choices"][0]["delta"]["content"] = text[:cut]
+                        b["choices"][0]["delta"]["content"] = text[cut:]
+                        events = ["data: " + json.dumps(a), "data: " + json.dumps(b)]
+                    for e in events:
+                        self.wfile.write((e + "\n\n").encode())
+                        self.wfile.flush()
+                        time.sleep(0.01)
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class Sleeper:
+    """An upstream that accepts and never answers in time."""
+
+    def __init__(self, sec):
+        class H(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                time.sleep(sec)
+                try:
+                    self.send_response(200)
+                    self.end_headers()
+                except OSError:
+                    pass
+
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    sh = shared()
+    if not pathlib.Path(LILAC).exists():
+        pytest.skip(f"{LILAC} not built")
+    d = tmp_path_factory.mktemp("gwmodel")
+    make_chat_model(sh / "fixtures", sh / "reference", d / "cm")
+    return d / "cm"
+
+
+@pytest.fixture(scope="module")
+def env(model, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("gw")
+    upstream = Serve(model, tmp, "--alias", "cloud-model")  # the name clients use for the cloud model
+    proxy = Proxy(upstream.url)
+    (tmp / "policy").write_text(POLICY)
+    (tmp / "ukey").write_text("# the cloud key\n" + UPSTREAM_KEY + "\n")
+    audit = tmp / "audit.jsonl"
+    gw = Serve(model, tmp, "--upstream", proxy.url + "/v1", "--upstream-key-file", str(tmp / "ukey"), "--policy",
+               str(tmp / "policy"), "--audit-log", str(audit), "--api-key", CLIENT_KEY, "--upstream-timeout", "30")
+    yield {"gw": gw, "proxy": proxy, "upstream": upstream, "audit": audit, "model": model}
+    assert gw.stop() == 0
+    proxy.close()
+    upstream.stop()
+    log = gw.log_path.read_text(errors="replace")
+    for v in (EMAIL, SECRET, PHONE, PERSON):
+        assert v not in log, "a private value reached the gateway log"
+
+
+def chat(gw, messages, stream=False, key=CLIENT_KEY, model="cloud-model", **extra):
+    body = {"model": model, "messages": messages, "stream": stream, **NO_THINK, **extra}
+    return httpx.post(gw.url + "/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {key}"},
+                      timeout=60)
+
+
+def sse_text(r):
+    assert r.headers["content-type"].startswith("text/event-stream")
+    content, finish, done = "", None, False
+    for line in r.text.split("\n"):
+        if not line.startswith("data: "):
+            continue
+        if line == "data: [DONE]":
+            done = True
+            continue
+        ev = json.loads(line[6:])
+        assert "error" not in ev, ev
+        for c in ev["choices"]:
+            content += c["delta"].get("content") or ""
+            finish = c.get("finish_reason") or finish
+    assert done
+    return content, finish
+
+
+def sent(proxy, since):
+    return [json.loads(b) for _, b in proxy.requests[since:]]
+
+
+# ---------------------------------------------------------------- the scan endpoint
+
+def test_scan_endpoint(env):
+    gw = env["gw"]
+    h = {"Authorization": f"Bearer {CLIENT_KEY}"}
+    text = f"Grüße! Mail {EMAIL}"
+    r = httpx.post(gw.url + "/v1/privacy/scan", json={"text": text}, headers=h)
+    assert r.status_code == 200, r.text
+    j = r.json()
+    [sp] = j["spans"]
+    assert sp["label"] == "private_email" and sp["source"] == "rule" and 0 < sp["score"] <= 1
+    assert text[sp["start"]:sp["end"]] == EMAIL  # code points (Python str indices), not bytes
+    assert j["decision"] == {"action": "mask", "categories": {"private_email": 1}}
+    assert j["sensitivity"] == 1
+    msgs = [{"role": "user", "content": [{"type": "text", "text": "hello"}, {"type": "text", "text": f"key {SECRET}"}]},
+            {"role": "tool", "tool_call_id": "c1", "content": f"found {EMAIL}"}]
+    j = httpx.post(gw.url + "/v1/privacy/scan", json={"messages": msgs}, headers=h).json()
+    got = {(s["message"], s["path"], s["label"]) for s in j["spans"]}
+    assert got == {(0, "messages[0].content[1].text", "secret"), (1, "messages[1].content", "private_email")}
+    assert j["decision"]["action"] == "local"
+    assert EMAIL not in r.text and SECRET not in json.dumps(j)  # values are never echoed
+    for bad in (b"[1]", b"{\"text\": 5}", b"{}", b"{\"messages\": 3}", b"\xff"):
+        r = httpx.post(gw.url + "/v1/privacy/scan", content=bad, headers=h)
+        assert r.status_code == 400 and "error" in r.json()
+    assert httpx.post(gw.url + "/v1/privacy/scan", json={"text": "x"}).status_code == 401
+
+
+# ---------------------------------------------------------------- forwarding
+
+def test_clean_request_forwarded_unchanged(env):
+    gw, proxy = env["gw"], env["proxy"]
+    n = len(proxy.requests)
+    r = chat(gw, [{"role": "user", "content": "Say hello"}])
+    assert r.status_code == 200, r.text
+    assert r.json()["choices"][0]["message"]["content"] == "Hello world!"
+    [(headers, body)] = proxy.requests[n:]
+    assert headers["authorization"] == f"Bearer {UPSTREAM_KEY}"  # the upstream's key, not the client's
+    req = json.loads(body)
+    assert req["model"] == "cloud-model" and req["messages"] == [{"role": "user", "content": "Say hello"}]
+    assert req["chat_template_kwargs"] == NO_THINK["chat_template_kwargs"]
+
+
+def test_mask_non_streaming(env):
+    gw, proxy = env["gw"], env["proxy"]
+    n = len(proxy.requests)
+    msgs = [{"role": "system", "content": f"The user is {EMAIL}."},
+            {"role": "user", "content": [{"type": "text", "text": f"Write to {EMAIL} please"}]},
+            {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
+                "name": "lookup", "arguments": json.dumps({"email": EMAIL})}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": f"owner of {EMAIL}: yes"}]
+    r = chat(gw, msgs)
+    assert r.status_code == 200, r.text
+    # the proxy echoed the placeholder in place of "world": the gateway put the value back
+    assert r.json()["choices"][0]["message"]["content"] == f"Hello {EMAIL}!"
+    [(_, body)] = proxy.requests[n:]
+    assert EMAIL.encode() not in body and b"kowalska" not in body
+    req = json.loads(body)
+    assert req["messages"][0]["content"] == "The user is [PRIVATE_EMAIL_1]."
+    assert req["messages"][1]["content"][0]["text"] == "Write to [PRIVATE_EMAIL_1] please"
+    assert json.loads(req["messages"][2]["tool_calls"][0]["function"]["arguments"]) == {"email": "[PRIVATE_EMAIL_1]"}
+    assert req["messages"][3]["content"] == "owner of [PRIVATE_EMAIL_1]: yes"
+
+
+def test_mask_streaming_split_placeholder(env):
+    gw, proxy = env["gw"], env["proxy"]
+    n = len(proxy.requests)
+    r = chat(gw, [{"role": "user", "content": f"my email is {EMAIL}"}], stream=True)
+    assert r.status_code == 200, r.text
+    assert EMAIL.encode() not in proxy.requests[n][1]
+    content, finish = sse_text(r)
+    assert content == f"Hello {EMAIL}!" and finish == "stop"
+    assert "[PRIVATE" not in r.text and "AIL_1]" not in r.text  # no fragment reached the client
+
+
+def test_local_never_contacts_upstream(env):
+    gw, proxy = env["gw"], env["proxy"]
+    n = len(proxy.requests)
+    for stream in (False, True):
+        r = chat(gw, [{"role": "user", "content": f"my token {SECRET} and {EMAIL}"}], stream=stream)
+        assert r.status_code == 200, r.text
+        if stream:
+            assert sse_text(r) == ("Hello world!", "stop")
+        else:
+            j = r.json()
+            assert j["choices"][0]["message"]["content"] == "Hello world!"
+            assert j["model"] == env["model"].name  # answered by the local model
+    assert len(proxy.requests) == n
+
+
+def test_skip_refuses(env):
+    gw, proxy = env["gw"], env["proxy"]
+    n = len(proxy.requests)
+    r = chat(gw, [{"role": "user", "content": f"call me at {PHONE}"}])
+    assert r.status_code == 200
+    c = r.json()["choices"][0]
+    assert c["finish_reason"] == "content_filter" and "private_phone" in c["message"]["content"]
+    assert PHONE not in r.text
+    content, finish = sse_text(chat(gw, [{"role": "user", "content": f"call me at {PHONE}"}], stream=True))
+    assert finish == "content_filter" and "not processed" in content
+    assert len(proxy.requests) == n
+
+
+def test_ask_and_decisions(env):
+    gw, proxy = env["gw"], env["proxy"]
+    n = len(proxy.requests)
+    msgs = [{"role": "user", "content": f"Mein Name ist {PERSON}. Mail: {EMAIL}"}]
+    r = chat(gw, msgs)
+    assert r.status_code == 409
+    j = r.json()
+    assert j["error"]["code"] == "privacy_ask" and j["error"]["param"] == "privacy_decision"
+    assert j["choices"] == ["local", "upstream", "skip"]
+    labels = {s["label"] for s in j["privacy"]["spans"]}
+    assert labels == {"private_person", "private_email"} and j["privacy"]["decision"]["action"] == "ask"
+    text = msgs[0]["content"]
+    assert any(text[s["start"]:s["end"]] == PERSON for s in j["privacy"]["spans"])
+    assert len(proxy.requests) == n  # asking runs nothing
+    # process locally
+    r = chat(gw, msgs, privacy_decision="local")
+    assert r.json()["choices"][0]["message"]["content"] == "Hello world!"
+    # skip this step
+    r = chat(gw, msgs, privacy_decision="skip")
+    assert r.json()["choices"][0]["finish_reason"] == "content_filter"
+    assert len(proxy.requests) == n
+    # upload anyway: the asked category goes as it is, the masked one stays masked
+    r = chat(gw, msgs, privacy_decision="upstream")
+    assert r.status_code == 200, r.text
+    assert r.json()["choices"][0]["message"]["content"] == f"Hello {EMAIL}!"
+    [(_, body)] = proxy.requests[n:]
+    req = json.loads(body)
+    assert "privacy_decision" not in req  # never forwarded
+    assert PERSON in req["messages"][0]["content"] and EMAIL not in req["messages"][0]["content"]
+    # a client cannot lift a stricter policy: "upstream" on a secret still stays local
+    m = len(proxy.requests)
+    r = chat(gw, [{"role": "user", "content": f"token {SECRET}"}], privacy_decision="upstream")
+    assert r.json()["model"] == env["model"].name and len(proxy.requests) == m
+    r = chat(gw, msgs, privacy_decision="maybe")
+    assert r.status_code == 400 and r.json()["error"]["param"] == "privacy_decision"
+
+
+def test_audit_log(env):
+    gw = env["gw"]
+    chat(gw, [{"role": "user", "content": f"Mein Name ist {PERSON}. Mail: {EMAIL}"}], privacy_decision="upstream")
+    text = env["audit"].read_text()
+    for v in (EMAIL, SECRET, PHONE, PERSON):
+        assert v not in text
+    lines = [json.loads(x) for x in text.splitlines()]
+    assert lines and all(x["upstream"].endswith("/v1/chat/completions") for x in lines)
+    last = lines[-1]
+    assert last["action"] == "mask" and last["masked"] == {"private_email": 1}
+    assert last["sent_raw"] == {"private_person": 1} and last["bytes"] > 0
+    import hashlib
+    want = hashlib.sha256(f"private_person:{PERSON}".encode()).hexdigest()
+    assert last["raw_hashes"] == [{"label": "private_person", "sha256": want}]
+    # local, skip and ask leave nothing, so they are not in the audit log
+    assert {x["action"] for x in lines} <= {"mask", "upstream"}
+    metrics = httpx.get(gw.url + "/metrics", headers={"Authorization": f"Bearer {CLIENT_KEY}"}).text
+    counts = dict(re.findall(r'lilac_privacy_decisions_total\{action="(\w+)"\} (\d+)', metrics))
+    assert all(int(counts[a]) > 0 for a in ("upstream", "mask", "ask", "local", "skip")), counts
+
+
+# ---------------------------------------------------------------- upstream failures
+
+def test_upstream_down_502(model, tmp_path):
+    dead = free_port()
+    gw = Serve(model, tmp_path, "--upstream", f"http://127.0.0.1:{dead}/v1")
+    try:
+        for stream in (False, True):
+            r = chat(gw, [{"role": "user", "content": "Say hello"}], stream=stream)
+            assert r.status_code == 502
+            assert r.json()["error"]["type"] == "upstream_error"
+        assert "lilac_upstream_errors_total 2" in httpx.get(gw.url + "/metrics").text
+        # the gateway itself is fine: a request that stays local is answered
+        r = chat(gw, [{"role": "user", "content": f"token {SECRET}"}])
+        assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "Hello world!"
+    finally:
+        assert gw.stop() == 0
+
+
+def test_upstream_slow_504_and_local_not_blocked(model, tmp_path):
+    slow = Sleeper(20)
+    gw = Serve(model, tmp_path, "--upstream", slow.url + "/v1", "--upstream-timeout", "3")
+    try:
+        res = {}
+
+        def slow_call():
+            t0 = time.time()
+            res["r"] = chat(gw, [{"role": "user", "content": "Say hello"}])
+            res["dt"] = time.time() - t0
+
+        th = threading.Thread(target=slow_call)
+        th.start()
+        time.sleep(0.5)
+        t0 = time.time()
+        r = chat(gw, [{"role": "user", "content": f"token {SECRET}"}])  # local while the upstream hangs
+        assert r.status_code == 200 and time.time() - t0 < 2.5
+        th.join(30)
+        assert res["r"].status_code == 504 and res["r"].json()["error"]["type"] == "timeout_error"
+        assert 2.5 < res["dt"] < 8
+    finally:
+        assert gw.stop() == 0
+        slow.close()
+
+
+def test_no_upstream_everything_local(model, tmp_path):
+    gw = Serve(model, tmp_path)
+    try:
+        r = chat(gw, [{"role": "user", "content": f"call me at {PHONE}"}], model=model.name)
+        assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"] == "Hello world!"
+        j = httpx.post(gw.url + "/v1/privacy/scan", json={"text": f"call me at {PHONE}"}).json()
+        assert j["spans"][0]["label"] == "private_phone"
+    finally:
+        assert gw.stop() == 0
+
+
+def test_pii_model_in_server(model, tmp_path):
+    """`--pii-model DIR` (pii-tiny, random weights, a byte-level tokenizer whose ids fit its
+    vocabulary; see test_privacy_cli.py): the scan endpoint reports model spans beside the rules',
+    in code points, with the rule's e-mail kept whole; a bad directory fails at start."""
+    from test_privacy_cli import byte_level_vocab
+    sh = shared()
+    pii = sh / "fixtures" / "pii-tiny"
+    if not (pii / "model.safetensors").exists():
+        pytest.skip("pii-tiny fixture not found")
+    b2u = byte_level_vocab()
+    vocab = {b2u[b]: b for b in range(256)}
+    tj = {"version": "1.0", "added_tokens": [], "normalizer": None,
+          "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": True},
+          "model": {"type": "BPE", "vocab": vocab, "merges": []}}
+    d = tmp_path / "pii"
+    d.mkdir()
+    for f in ("config.json", "model.safetensors"):
+        (d / f).symlink_to(pii / f)
+    (d / "tokenizer.json").write_text(json.dumps(tj))
+    gw = Serve(model, tmp_path, "--pii-model", str(d), "--pii-threads", "1")
+    try:
+        text = "Hi anna, 😀 mail anna@web.de now"
+        r = httpx.post(gw.url + "/v1/privacy/scan", json={"text": text}, timeout=60)
+        assert r.status_code == 200, r.text
+        spans = r.json()["spans"]
+        assert "model" in {s["source"] for s in spans}  # random weights tag almost every token
+        assert any(text[s["start"]:s["end"]] == "anna@web.de" and s["label"] == "private_email" for s in spans)
+        prev = 0
+        for s in spans:
+            assert prev <= s["start"] < s["end"] <= len(text)
+            prev = s["end"]
+        # concurrent scans share the model in turn
+        with __import__("concurrent.futures").futures.ThreadPoolExecutor(4) as ex:
+            rs = list(ex.map(lambda _: httpx.post(gw.url + "/v1/privacy/scan", json={"text": text}, timeout=60), range(8)))
+        assert all(x.status_code == 200 and x.json()["spans"] == spans for x in rs)
+    finally:
+        assert gw.stop() == 0
+    (d / "tokenizer.json").unlink()
+    p = subprocess.run([LILAC, "serve", "-m", str(model), "--port", "0", "--pii-model", str(d)], capture_output=True,
+                       timeout=60)
+    assert p.returncode != 0 and b"tokenizer" in p.stderr
+
+
+def test_audit_log_unwritable_blocks_forwarding(model, tmp_path):
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full")
+    dead = free_port()  # were anything sent, the answer would be 502
+    gw = Serve(model, tmp_path, "--upstream", f"http://127.0.0.1:{dead}/v1", "--audit-log", "/dev/full")
+    try:
+        r = chat(gw, [{"role": "user", "content": "Say hello"}])
+        assert r.status_code == 503 and r.json()["error"]["code"] == "audit_log_failed"
+        r = chat(gw, [{"role": "user", "content": f"token {SECRET}"}])  # local: nothing to audit
+        assert r.status_code == 200
+    finally:
+        assert gw.stop() == 0

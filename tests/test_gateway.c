@@ -1,0 +1,329 @@
+/*
+ * test_gateway.c — the privacy gateway's pure parts (server/gateway.c): scanning every text of a
+ * chat request, the client's decision field, masking in place, restoring placeholders in whole
+ * answers and in SSE streams cut at every byte, the skip refusal, audit lines and SHA-256. The
+ * forwarding itself is covered end to end by tests/py/test_gateway.py.
+ */
+#include "testutil.h"
+
+#include "server/gateway.h"
+
+#define EMAIL "marta.kowalska@gmail.com"
+#define SECRET "ghp_4fT9kLm2Qx8Rz1Vb7Nc3Hd6Jw0Ys5Pa2Ek9U"
+
+static const char *REQ =
+    "{\"model\":\"m\",\"privacy_decision\":\"local\",\"messages\":["
+    "{\"role\":\"system\",\"content\":\"user is " EMAIL "\"},"
+    "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"hi\"},{\"type\":\"text\",\"text\":\"mail " EMAIL
+    " key " SECRET "\"}]},"
+    "{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"id\":\"c\",\"type\":\"function\",\"function\":"
+    "{\"name\":\"f\",\"arguments\":\"{\\\"to\\\":\\\"" EMAIL "\\\"}\"}}]},"
+    "{\"role\":\"tool\",\"tool_call_id\":\"c\",\"content\":\"sent to " EMAIL "\"}]}";
+
+static void test_scan_messages(void **state) {
+    (void)state;
+    pii_policy p;
+    pii_policy_default(&p);
+    cJSON *doc = cJSON_Parse(REQ);
+    assert_non_null(doc);
+    ll_gw_scan sc;
+    ll_api_error e;
+    assert_int_equal(ll_gw_scan_messages(doc, &p, NULL, &sc, &e), 0);
+    assert_int_equal(sc.n, 5); /* system, two parts, tool call arguments, tool result */
+    assert_string_equal(sc.v[2].path, "messages[1].content[1].text");
+    assert_string_equal(sc.v[3].path, "messages[2].tool_calls[0].function.arguments");
+    assert_int_equal(sc.v[4].message, 3);
+    assert_int_equal(sc.decision.counts[PII_EMAIL], 4);
+    assert_int_equal(sc.decision.counts[PII_SECRET], 1);
+    assert_int_equal(sc.decision.action, PII_ACT_LOCAL); /* the default keeps secrets local */
+    assert_int_equal(sc.decision.mask_categories, 1u << PII_EMAIL);
+    ll_strbuf b = {0};
+    ll_gw_scan_json(&sc, &p, &b);
+    cJSON *j = cJSON_Parse(b.data);
+    assert_non_null(j);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "spans")), 5);
+    cJSON *d = cJSON_GetObjectItem(j, "decision");
+    assert_string_equal(cJSON_GetObjectItem(d, "action")->valuestring, "local");
+    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(d, "categories"), "private_email")->valueint, 4);
+    cJSON *s0 = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "spans"), 0);
+    assert_int_equal(cJSON_GetObjectItem(s0, "start")->valueint, 8);
+    assert_int_equal(cJSON_GetObjectItem(s0, "end")->valueint, 8 + (int)strlen(EMAIL));
+    assert_null(strstr(b.data, EMAIL)); /* values never echoed */
+    cJSON_Delete(j);
+    ll_strbuf_free(&b);
+    ll_gw_scan_free(&sc);
+    /* malformed */
+    cJSON_Delete(doc);
+    const char *bad[] = {"{}", "{\"messages\":{}}", "{\"messages\":[1]}", "[]"};
+    for (size_t i = 0; i < LL_ARRAY_LEN(bad); i++) {
+        doc = cJSON_Parse(bad[i]);
+        assert_int_equal(ll_gw_scan_messages(doc, &p, NULL, &sc, &e), -1);
+        assert_int_equal(e.status, 400);
+        ll_gw_scan_free(&sc);
+        cJSON_Delete(doc);
+    }
+}
+
+static void test_min_score_and_clean(void **state) {
+    (void)state;
+    pii_policy p;
+    pii_policy_default(&p);
+    cJSON *doc = cJSON_Parse("{\"messages\":[{\"role\":\"user\",\"content\":\"version 1.2.3, see https://example.com\"}]}");
+    ll_gw_scan sc;
+    ll_api_error e;
+    assert_int_equal(ll_gw_scan_messages(doc, &p, NULL, &sc, &e), 0);
+    assert_int_equal(sc.decision.action, PII_ACT_UPSTREAM); /* nothing found: forwarded as is */
+    assert_int_equal(sc.decision.categories, 0);
+    ll_gw_scan_free(&sc);
+    cJSON_Delete(doc);
+    /* a min_score above every finding ignores them all */
+    p.min_score = 1.01f;
+    doc = cJSON_Parse("{\"messages\":[{\"role\":\"user\",\"content\":\"" EMAIL "\"}]}");
+    assert_int_equal(ll_gw_scan_messages(doc, &p, NULL, &sc, &e), 0);
+    assert_int_equal(sc.v[0].spans.n, 0);
+    assert_int_equal(sc.decision.action, PII_ACT_UPSTREAM);
+    ll_gw_scan_free(&sc);
+    cJSON_Delete(doc);
+}
+
+static void test_take_decision(void **state) {
+    (void)state;
+    ll_api_error e;
+    int act;
+    cJSON *doc = cJSON_Parse(REQ);
+    assert_int_equal(ll_gw_take_decision(doc, &act, &e), 0);
+    assert_int_equal(act, PII_ACT_LOCAL);
+    assert_null(cJSON_GetObjectItem(doc, "privacy_decision")); /* removed: never forwarded */
+    assert_int_equal(ll_gw_take_decision(doc, &act, &e), 0);
+    assert_int_equal(act, -1);
+    cJSON_Delete(doc);
+    const char *bad[] = {"{\"privacy_decision\":\"mask\"}", "{\"privacy_decision\":\"ask\"}", "{\"privacy_decision\":1}"};
+    for (size_t i = 0; i < LL_ARRAY_LEN(bad); i++) {
+        doc = cJSON_Parse(bad[i]);
+        assert_int_equal(ll_gw_take_decision(doc, &act, &e), -1);
+        assert_string_equal(e.param, "privacy_decision");
+        cJSON_Delete(doc);
+    }
+    doc = cJSON_Parse("{\"privacy_decision\":null}");
+    assert_int_equal(ll_gw_take_decision(doc, &act, &e), 0);
+    assert_int_equal(act, -1);
+    cJSON_Delete(doc);
+}
+
+static void test_mask_and_audit(void **state) {
+    (void)state;
+    pii_policy p;
+    pii_policy_default(&p);
+    p.action[PII_SECRET] = PII_ACT_UPSTREAM; /* so that one value leaves raw and is hashed */
+    cJSON *doc = cJSON_Parse(REQ);
+    ll_gw_scan sc;
+    ll_api_error e;
+    assert_int_equal(ll_gw_scan_messages(doc, &p, NULL, &sc, &e), 0);
+    assert_int_equal(sc.decision.action, PII_ACT_MASK);
+    pii_masker m;
+    pii_masker_init(&m);
+    assert_int_equal(ll_gw_mask(&sc, sc.decision.mask_categories, &m), LL_OK);
+    char *js = cJSON_PrintUnformatted(doc);
+    assert_null(strstr(js, EMAIL));
+    assert_non_null(strstr(js, SECRET)); /* not a masked category */
+    /* one value, one placeholder, in every message */
+    assert_string_equal(sc.v[0].item->valuestring, "user is [PRIVATE_EMAIL_1]");
+    assert_string_equal(sc.v[3].item->valuestring, "{\"to\":\"[PRIVATE_EMAIL_1]\"}");
+    assert_string_equal(sc.v[4].item->valuestring, "sent to [PRIVATE_EMAIL_1]");
+    assert_int_equal(m.n, 1);
+    /* the audit line: counts and the raw value's hash, never a value */
+    ll_strbuf b = {0};
+    ll_gw_audit_line(&sc, "chatcmpl-x", "mask", "http://up/v1/chat/completions", sc.decision.mask_categories,
+                     strlen(js), &b);
+    assert_true(b.len > 0 && b.data[b.len - 1] == '\n');
+    assert_null(strstr(b.data, EMAIL));
+    assert_null(strstr(b.data, SECRET));
+    cJSON *a = cJSON_Parse(b.data);
+    assert_non_null(a);
+    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(a, "masked"), "private_email")->valueint, 4);
+    assert_int_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(a, "sent_raw"), "secret")->valueint, 1);
+    assert_int_equal(cJSON_GetObjectItem(a, "bytes")->valueint, (int)strlen(js));
+    cJSON *h = cJSON_GetArrayItem(cJSON_GetObjectItem(a, "raw_hashes"), 0);
+    char want[65];
+    ll_gw_sha256_hex("secret:" SECRET, strlen("secret:" SECRET), want);
+    assert_string_equal(cJSON_GetObjectItem(h, "sha256")->valuestring, want);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(a, "raw_hashes")), 1);
+    cJSON_Delete(a);
+    ll_strbuf_free(&b);
+    free(js);
+    pii_masker_free(&m);
+    ll_gw_scan_free(&sc);
+    cJSON_Delete(doc);
+}
+
+static void test_sha256(void **state) {
+    (void)state;
+    char hex[65];
+    ll_gw_sha256_hex("abc", 3, hex);
+    assert_string_equal(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    ll_gw_sha256_hex("", 0, hex);
+    assert_string_equal(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+}
+
+/* A masker with one value that needs JSON escaping. */
+static void masker_with(pii_masker *m, const char *value) {
+    pii_masker_init(m);
+    const pii_mask_entry *en;
+    assert_int_equal(pii_masker_placeholder(m, PII_SECRET, value, strlen(value), &en), LL_OK);
+    assert_string_equal(en->ph, "[SECRET_1]");
+}
+
+static void test_unmask_body(void **state) {
+    (void)state;
+    pii_masker m;
+    masker_with(&m, "p\"w\\d\n");
+    const char *body = "{\"id\":\"x\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":"
+                       "\"use [SECRET_1] not [SECRET_2]\",\"tool_calls\":[{\"id\":\"t\",\"type\":\"function\","
+                       "\"function\":{\"name\":\"f\",\"arguments\":\"{\\\"k\\\":\\\"[SECRET_1]\\\"}\"}}]},"
+                       "\"finish_reason\":\"stop\"}]}";
+    ll_strbuf b = {0};
+    ll_gw_unmask_body(&m, body, strlen(body), &b);
+    cJSON *j = cJSON_Parse(b.data);
+    assert_non_null(j);
+    cJSON *msg = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0), "message");
+    assert_string_equal(cJSON_GetObjectItem(msg, "content")->valuestring, "use p\"w\\d\n not [SECRET_2]");
+    cJSON *args = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(msg, "tool_calls"), 0),
+                                                          "function"), "arguments");
+    assert_string_equal(args->valuestring, "{\"k\":\"p\"w\\d\n\"}");
+    cJSON_Delete(j);
+    /* not a completion: unchanged */
+    ll_strbuf_clear(&b);
+    const char *err = "{\"error\":{\"message\":\"[SECRET_1]\"}}";
+    ll_gw_unmask_body(&m, err, strlen(err), &b);
+    assert_string_equal(b.data, err);
+    ll_strbuf_clear(&b);
+    ll_gw_unmask_body(&m, "not json", 8, &b);
+    assert_string_equal(b.data, "not json");
+    ll_strbuf_free(&b);
+    pii_masker_free(&m);
+}
+
+/* Parses SSE output into (content, finish_reason, [DONE] seen, fragments). */
+static void sse_collect(const char *s, ll_strbuf *content, char *finish, int *done, int *events) {
+    *done = 0;
+    *events = 0;
+    finish[0] = 0;
+    const char *p = s;
+    while (*p) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        if (n && p[n - 1] == '\r') n--;
+        if (n >= 6 && !strncmp(p, "data: ", 6)) {
+            if (n == 12 && !strncmp(p + 6, "[DONE]", 6)) *done = 1;
+            else {
+                cJSON *j = cJSON_ParseWithLength(p + 6, n - 6);
+                assert_non_null(j);
+                (*events)++;
+                cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+                cJSON *ct = cJSON_GetObjectItem(cJSON_GetObjectItem(c, "delta"), "content");
+                cJSON *fr = cJSON_GetObjectItem(c, "finish_reason");
+                if (cJSON_IsString(ct)) {
+                    /* no fragment of a placeholder reaches the client before the stream's end
+                     * (then an unissued "[SECRET_" is flushed as the text it is) */
+                    if (!cJSON_IsString(fr)) assert_null(strstr(ct->valuestring, "[SE"));
+                    if (!cJSON_IsString(fr)) assert_null(strstr(ct->valuestring, "CRET"));
+                    ll_strbuf_puts(content, ct->valuestring);
+                }
+                if (cJSON_IsString(fr)) strcpy(finish, fr->valuestring);
+                cJSON_Delete(j);
+            }
+        }
+        p += nl ? (size_t)(nl - p) + 1 : strlen(p);
+    }
+}
+
+static void test_sse_unmask_every_cut(void **state) {
+    (void)state;
+    pii_masker m;
+    masker_with(&m, "hunter\"2");
+    /* the placeholder is split over three events; the last one holds a prefix of another */
+    const char *in = ": comment\r\n"
+                     "data: {\"choices\":[{\"index\":0,\"delta\":{\"role\":\"assistant\",\"content\":\"\"},"
+                     "\"finish_reason\":null}]}\r\n\r\n"
+                     "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"pw: [SE\"},\"finish_reason\":null}]}\n\n"
+                     "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"CRET\"},\"finish_reason\":null}]}\n\n"
+                     "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"_1] ok [SECRET_\"},\"finish_reason\":null}]}\n\n"
+                     "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n"
+                     "data: {\"choices\":[],\"usage\":{\"total_tokens\":3}}\n\n"
+                     "data: [DONE]\n\n";
+    size_t n = strlen(in);
+    for (size_t cut = 0; cut <= n; cut += 1) { /* every split of the byte stream into two pieces */
+        ll_gw_sse sse;
+        ll_gw_sse_init(&sse, &m);
+        ll_strbuf out = {0}, content = {0};
+        ll_gw_sse_feed(&sse, in, cut, &out);
+        ll_gw_sse_feed(&sse, in + cut, n - cut, &out);
+        ll_gw_sse_finish(&sse, &out);
+        assert_false(out.oom);
+        char finish[32];
+        int done, events;
+        sse_collect(out.data, &content, finish, &done, &events);
+        assert_string_equal(content.data, "pw: hunter\"2 ok [SECRET_");
+        assert_string_equal(finish, "stop");
+        assert_true(done);
+        assert_int_equal(events, 6);
+        assert_non_null(strstr(out.data, ": comment\r\n")); /* other lines pass through */
+        assert_non_null(strstr(out.data, "\"usage\":{\"total_tokens\":3}"));
+        ll_strbuf_free(&out);
+        ll_strbuf_free(&content);
+        ll_gw_sse_free(&sse);
+    }
+    /* byte by byte */
+    ll_gw_sse sse;
+    ll_gw_sse_init(&sse, &m);
+    ll_strbuf out = {0}, content = {0};
+    for (size_t i = 0; i < n; i++) ll_gw_sse_feed(&sse, in + i, 1, &out);
+    ll_gw_sse_finish(&sse, &out);
+    char finish[32];
+    int done, events;
+    sse_collect(out.data, &content, finish, &done, &events);
+    assert_string_equal(content.data, "pw: hunter\"2 ok [SECRET_");
+    ll_strbuf_free(&out);
+    ll_strbuf_free(&content);
+    ll_gw_sse_free(&sse);
+    pii_masker_free(&m);
+}
+
+static void test_refusal(void **state) {
+    (void)state;
+    pii_decision d = {0};
+    d.action = PII_ACT_SKIP;
+    d.categories = (1u << PII_PHONE) | (1u << PII_EMAIL);
+    ll_strbuf b = {0};
+    ll_gw_refusal(&d, "gpt-x", "chatcmpl-1", 7, 0, &b);
+    cJSON *j = cJSON_Parse(b.data);
+    assert_non_null(j);
+    cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+    assert_string_equal(cJSON_GetObjectItem(c, "finish_reason")->valuestring, "content_filter");
+    const char *text = cJSON_GetObjectItem(cJSON_GetObjectItem(c, "message"), "content")->valuestring;
+    assert_non_null(strstr(text, "private_email, private_phone"));
+    assert_string_equal(cJSON_GetObjectItem(j, "model")->valuestring, "gpt-x");
+    cJSON_Delete(j);
+    ll_strbuf_clear(&b);
+    ll_gw_refusal(&d, "gpt-x", "chatcmpl-1", 7, 1, &b);
+    ll_strbuf content = {0};
+    char finish[32];
+    int done, events;
+    sse_collect(b.data, &content, finish, &done, &events);
+    assert_true(done);
+    assert_int_equal(events, 3);
+    assert_string_equal(finish, "content_filter");
+    assert_non_null(strstr(content.data, "not processed"));
+    ll_strbuf_free(&content);
+    ll_strbuf_free(&b);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_scan_messages),   cmocka_unit_test(test_min_score_and_clean),
+        cmocka_unit_test(test_take_decision),   cmocka_unit_test(test_mask_and_audit),
+        cmocka_unit_test(test_sha256),          cmocka_unit_test(test_unmask_body),
+        cmocka_unit_test(test_sse_unmask_every_cut), cmocka_unit_test(test_refusal),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
