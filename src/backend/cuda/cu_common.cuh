@@ -238,6 +238,21 @@ __device__ __forceinline__ float row_dot_part(const gmat &W, long row, const qac
     return acc;
 }
 
+/* Partial fp32 dot of row `row` with xf over units sub, sub+step, ... (dequantized weights): the
+ * exact path for the router logits. */
+__device__ __forceinline__ float row_dot_f32(const gmat &W, long row, const float *xf, int sub, int step) {
+    int U = W.cols >> 5;
+    float acc = 0.0f, f[16];
+    for (int u = sub; u < U; u += step)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            gmat_dequant16(W, row, 32 * u + 16 * h, f);
+#pragma unroll
+            for (int i = 0; i < 16; i++) acc = fmaf(f[i], xf[32 * u + 16 * h + i], acc);
+        }
+    return acc;
+}
+
 /* Lanes per row for a row of `cols` elements: the largest power of two <= cols/32, at most 32. */
 __host__ __device__ __forceinline__ int gemv_lanes(int cols) {
     int U = cols >> 5, l = 1;

@@ -9,7 +9,12 @@
  * kernel turn the argmax (fused into the lm_head GEMV) into the next step's input. Per layer:
  * GEMV(qkv|z|b|a or q|k|v, RMSNorm prologue) -> GDN step / attention (prep, split-K, combine) ->
  * GEMV(out, gated-norm prologue, residual add) -> GEMV(router|shared gate) -> MoE gate/up -> MoE
- * down (+ residual). That is 6 (GDN) or 8 (attention) kernels per layer.
+ * down (+ residual). That is 6 (GDN) or 8 (attention) kernels per layer with the per-block-prologue
+ * kernels (LILAC_CUDA_QACT=0). The default (issue 6) quantizes each GEMV input once (k_qact, into
+ * q1/q2) and runs prologue-free kernels after it (k_gemvq.cuh): k_gemv_q for the GEMVs (fp32 dots for
+ * the router), the bulk-copy k_moe_gateup_tma / k_moe_down_tma for the MoE (k_moe_*_q where shapes
+ * do not fit), all chained with programmatic dependent launch; the bulk-copy GEMV k_gemv_tma is
+ * opt-in (LILAC_CUDA_TMA=1, measured slower).
  *
  * Prefill: chunks of at most max_batch tokens; tensor-core GEMMs with in-tile dequant, a counting
  * sort of (token, slot) pairs by expert and grouped expert GEMMs, the GDN recurrence over the chunk
@@ -36,6 +41,7 @@ extern "C" {
 #include "k_gdn.cuh"
 #include "k_gemm.cuh"
 #include "k_gemv.cuh"
+#include "k_gemvq.cuh"
 #include "k_misc.cuh"
 
 #define CU_TRY(call)                                                                                      \
@@ -99,6 +105,12 @@ struct cu_backend {
     double moe_gu_bytes, moe_d_bytes;     /* per-layer bytes, for the profile */
     int no_prefetch;                      /* 1 (default): the plain GEMV/MoE kernels; LILAC_CUDA_PREFETCH=1: the _pf ones */
     int pdl;                              /* programmatic dependent launch (LILAC_CUDA_PDL=0 turns it off) */
+    int qmode;                            /* 1 (default): q8 activation written once by k_qact, prologue-free
+                                           * k_gemv_q / k_moe_*_q (LILAC_CUDA_QACT=0: the per-block prologue kernels) */
+    int gq_rb;                            /* k_gemv_q rows per warp batch (LILAC_CUDA_GQ_RB: 1, 2, 4) */
+    qbuf q1, q2;
+    int tma, tma_kb, tma_st, tma_self;              /* bulk-copy GEMV (LILAC_CUDA_TMA=1 on), tile KB, stages, self-quantizing */
+    int moe_tma, moe_tr;                  /* bulk-copy MoE kernels (LILAC_CUDA_MOE_TMA=0 off), rows per tile */                          /* decode: quantized activations [Kmax] (two, alternating, see decode_step) */
     size_t alloc_bytes, mem_peak;
     void **allocs; size_t n_allocs, cap_allocs;
     /* decode scratch */
@@ -424,14 +436,79 @@ template <int WT, int NU> static void gemv_pf_launch(cu_backend *b, const gemv_a
     launch_pdl(b, k_gemv_pf<WT, NU, RB>, dim3(grid), dim3(threads), smem, a);
 }
 
-static void launch_gemv(cu_backend *b, gemv_args &a, const char *name) {
+template <int WT, int NU, int RB, int T> static void gemv_q_go(cu_backend *b, const gemv_args &a, const qbuf &q) {
+    int occ = 0;
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_gemv_q<WT, NU, RB, T>, T, 0);
+    if (occ < 1) occ = 1;
+    int rpw = 32 / gemv_lanes(a.K), per = (T / 32) * rpw * RB, need = (a.total_rows + per - 1) / per;
+    int grid = need < b->nsm * occ ? need : b->nsm * occ; /* one wave, rows grid-strided */
+    launch_pdl(b, k_gemv_q<WT, NU, RB, T>, dim3(grid), dim3(T), 0, a, q);
+}
+template <int WT, int NU> static void gemv_q_launch(cu_backend *b, const gemv_args &a, const qbuf &q) {
+    int rpw = 32 / gemv_lanes(a.K);
+    if (a.exact || (a.total_rows + 8 * rpw * b->gq_rb - 1) / (8 * rpw * b->gq_rb) < 2 * b->nsm) {
+        gemv_q_go<WT, NU, 1, 128>(b, a, q); /* small matrix: one row per warp, over more SMs */
+        return;
+    }
+    if (b->gq_rb >= 4) gemv_q_go<WT, NU, 4, 256>(b, a, q);
+    else if (b->gq_rb == 2) gemv_q_go<WT, NU, 2, 256>(b, a, q);
+    else gemv_q_go<WT, NU, 1, 256>(b, a, q);
+}
+
+/* q = quantize(transform(a.x)), once, for the kernels after it (k_gemvq.cuh). */
+static void launch_qact(cu_backend *b, const gemv_args &a, const qbuf &q) {
+    launch_pdl(b, k_qact, dim3(1), dim3(QACT_THREADS), (size_t)a.K * 4, a, q);
+}
+
+/* The new path for one GEMV: k_qact into q, then k_gemv_q. Returns 0 where it does not apply. */
+static int launch_gemv_q(cu_backend *b, const gemv_args &a, const qbuf *q) {
+    int nu = (a.K >> 5) / gemv_lanes(a.K);
+    if (!b->qmode || !q || nu > RR_NU_MAX) return 0;
+    int WT = a.seg[0].W.type;
+    if (b->tma && !a.exact && (WT == GT_Q4_K || WT == GT_Q6_K)) {
+        int TR = tma_tr(WT, a.K, b->tma_kb), nt = tma_ntiles(a, TR), occ = 0;
+        size_t smem = (size_t)b->tma_st * TR * tma_row_bytes(WT, a.K);
+        qbuf qq = *q;
+        if (b->tma_self) { qq.xq = NULL; smem += qact_smem_bytes(a.K); } /* the blocks quantize for themselves */
+        else launch_qact(b, a, *q);
+        if (WT == GT_Q4_K) cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_gemv_tma<GT_Q4_K>, TMA_THREADS, smem);
+        else cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_gemv_tma<GT_Q6_K>, TMA_THREADS, smem);
+        if (occ >= 1) {
+            int grid = nt < b->nsm * occ ? nt : b->nsm * occ;
+            if (WT == GT_Q4_K) launch_pdl(b, k_gemv_tma<GT_Q4_K>, dim3(grid), dim3(TMA_THREADS), smem, a, qq, TR, b->tma_st, nt);
+            else launch_pdl(b, k_gemv_tma<GT_Q6_K>, dim3(grid), dim3(TMA_THREADS), smem, a, qq, TR, b->tma_st, nt);
+            return 1;
+        }
+        if (b->tma_self) launch_qact(b, a, *q);
+    } else {
+        launch_qact(b, a, *q);
+    }
+    GT_NU_DISPATCH(WT, nu, gemv_q_launch, b, a, *q);
+    return 1;
+}
+
+template <int WT, int NU> static void moe_gu_q_launch(cu_backend *b, const moe_args &ma, const qbuf &q) {
+    int occ = 0;
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_moe_gateup_q<WT, NU>, MOE_GU_THREADS, 0);
+    if (occ < 1) occ = 1;
+    int kf = ma.k * ma.FF + ma.FS, rpw = 32 / gemv_lanes(ma.H), per_block = (MOE_GU_THREADS / 32) * rpw * MOE_GU_RB;
+    int need = (kf + per_block - 1) / per_block;
+    int grid = need < b->nsm * occ ? need : b->nsm * occ;
+    launch_pdl(b, k_moe_gateup_q<WT, NU>, dim3(grid), dim3(MOE_GU_THREADS), 0, ma, q);
+}
+template <int WT, int NU> static void moe_down_q_launch(cu_backend *b, const moe_args &ma, const qbuf &q) {
+    launch_pdl(b, k_moe_down_q<WT, NU>, dim3((ma.H + 7) / 8), dim3(MOE_DOWN_THREADS), 0, ma, q);
+}
+
+static void launch_gemv(cu_backend *b, gemv_args &a, const char *name, const qbuf *q = NULL) {
     a.total_rows = 0;
     double bytes = 0;
     for (int i = 0; i < a.nseg; i++) { a.total_rows += a.seg[i].W.rows; bytes += gmat_bytes(a.seg[i].W); }
     size_t smem = qact_smem_bytes(a.K);
     int nu = (a.K >> 5) / gemv_lanes(a.K);
     prof_begin(b);
-    if (nu <= RR_NU_MAX && !b->no_prefetch) {
+    if (launch_gemv_q(b, a, q)) {
+    } else if (nu <= RR_NU_MAX && !b->no_prefetch) {
         GT_NU_DISPATCH(a.seg[0].W.type, nu, gemv_pf_launch, b, a, smem);
     } else {
         /* one wave: a partial second wave would repeat the prologue and a row latency (ncu showed
@@ -469,6 +546,42 @@ static void gemv_add(gemv_args &a, const gmat &W, float *y, int epi) {
     a.seg[a.nseg].W = W; a.seg[a.nseg].y = y; a.seg[a.nseg].epi = epi; a.nseg++;
 }
 
+/* Stages that fit in ~200 KB of shared memory (at most 4). */
+static int tma_stages(size_t stage) {
+    int n = (int)((200u * 1024u) / (stage ? stage : 1));
+    return n > 4 ? 4 : n;
+}
+
+/* The bulk-copy MoE pair (k_moe_gateup_tma, k_qact of h, k_moe_down_tma). Returns 0 where the
+ * shapes or types do not fit it. */
+static int moe_tma_launch(cu_backend *b, const moe_args &ma, int kf) {
+    int TR = b->moe_tr, g1 = ma.gate.type, g2 = ma.down.type;
+    if (!b->moe_tma || TR < 1 || (g1 != GT_Q4_K && g1 != GT_Q6_K) || (g2 != GT_Q4_K && g2 != GT_Q6_K)) return 0;
+    if (ma.up.type != g1 || (ma.FS && (ma.sgate.type != g1 || ma.sup.type != g1 || ma.sdown.type != g2 || ma.FS != ma.FF))) return 0;
+    if (ma.FF % TR || ma.FS % TR || ma.H % TR || ma.H % 256 || ma.FF % 256 || ma.k + 1 > QK_MAX_TOPK) return 0;
+    size_t st1 = (size_t)2 * TR * tma_row_bytes(g1, ma.H), st2 = (size_t)(ma.k + 1) * TR * tma_row_bytes(g2, ma.FF);
+    int n1 = tma_stages(st1), n2 = tma_stages(st2), o1 = 0, o2 = 0;
+    if (n1 < 1 || n2 < 1) return 0;
+    if (g1 == GT_Q4_K) cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o1, k_moe_gateup_tma<GT_Q4_K>, TMA_THREADS, n1 * st1);
+    else cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o1, k_moe_gateup_tma<GT_Q6_K>, TMA_THREADS, n1 * st1);
+    if (g2 == GT_Q4_K) cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o2, k_moe_down_tma<GT_Q4_K>, TMA_THREADS, n2 * st2);
+    else cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o2, k_moe_down_tma<GT_Q6_K>, TMA_THREADS, n2 * st2);
+    if (o1 < 1 || o2 < 1) return 0;
+    int nt1 = ma.k * (ma.FF / TR) + ma.FS / TR, nt2 = ma.H / TR;
+    int gr1 = nt1 < b->nsm * o1 ? nt1 : b->nsm * o1, gr2 = nt2 < b->nsm * o2 ? nt2 : b->nsm * o2;
+    prof_begin(b);
+    if (g1 == GT_Q4_K) launch_pdl(b, k_moe_gateup_tma<GT_Q4_K>, dim3(gr1), dim3(TMA_THREADS), n1 * st1, ma, b->q1, TR, n1);
+    else launch_pdl(b, k_moe_gateup_tma<GT_Q6_K>, dim3(gr1), dim3(TMA_THREADS), n1 * st1, ma, b->q1, TR, n1);
+    prof_end(b, "moe.gateup", b->moe_gu_bytes, 2 * b->moe_gu_bytes);
+    prof_begin(b);
+    gemv_args qh = gemv_make(PRO_PLAIN, b->h, kf, NULL, ma.eps);
+    launch_qact(b, qh, b->q2);
+    if (g2 == GT_Q4_K) launch_pdl(b, k_moe_down_tma<GT_Q4_K>, dim3(gr2), dim3(TMA_THREADS), n2 * st2, ma, b->q2, TR, n2);
+    else launch_pdl(b, k_moe_down_tma<GT_Q6_K>, dim3(gr2), dim3(TMA_THREADS), n2 * st2, ma, b->q2, TR, n2);
+    prof_end(b, "moe.down", b->moe_d_bytes, 2 * b->moe_d_bytes);
+    return 1;
+}
+
 static void launch_gemm(cu_backend *b, const __nv_bfloat16 *A, int lda, const gmat &W, int M, int mode, float *C, int ldc,
                         const char *name, const float *G = NULL, __nv_bfloat16 *H = NULL, const float *rowgate = NULL,
                         int rg_stride = 0) {
@@ -499,7 +612,7 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
             gemv_add(a, L.wq, b->qg, EPI_STORE);
             gemv_add(a, L.wk, b->kb, EPI_STORE);
             gemv_add(a, L.wv, b->vb, EPI_STORE);
-            launch_gemv(b, a, "attn.qkv_gemv");
+            launch_gemv(b, a, "attn.qkv_gemv", &b->q1);
             __nv_bfloat16 *kc = s->kv + (size_t)L.attn_idx * 2 * NKV * s->n_ctx * HD, *vc = kc + (size_t)NKV * s->n_ctx * HD;
             attn_prep_args pa = {b->qg, 0, b->kb, 0, b->vb, 0, L.q_norm, L.k_norm, b->inv_freq, b->q, NULL, kc, vc,
                                  s->d_pos, NH, NKV, HD, hp.n_rot, s->n_ctx, eps};
@@ -514,14 +627,14 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
             prof_end(b, "attn.decode", (double)(s->pos + 1) * NKV * HD * 4, 0);
             gemv_args o = gemv_make(PRO_PLAIN, b->att, NH * HD, NULL, eps);
             gemv_add(o, L.wo, b->x, EPI_ADD);
-            launch_gemv(b, o, "attn.out_gemv");
+            launch_gemv(b, o, "attn.out_gemv", &b->q2);
         } else {
             gemv_args a = gemv_make(PRO_RMSNORM, b->x, H, L.attn_norm, eps);
             gemv_add(a, L.wqkv, b->qkv, EPI_STORE);
             gemv_add(a, L.wz, b->z, EPI_STORE);
             gemv_add(a, L.wb, b->ab, EPI_STORE);
             gemv_add(a, L.wa, b->ab + HV, EPI_STORE);
-            launch_gemv(b, a, "gdn.in_gemv");
+            launch_gemv(b, a, "gdn.in_gemv", &b->q1);
             gdn_args g = {b->qkv, b->ab, b->ab + HV, 0, L.conv, s->ring + (size_t)L.gdn_idx * 4 * CD,
                           s->S + (size_t)L.gdn_idx * HV * DK * DV, L.dt_bias, L.ssm_a, b->o, s->d_pos, 1, HK, HV, DV,
                           hp.gdn_v_tiled};
@@ -534,12 +647,13 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
             gemv_args o = gemv_make(PRO_HEADNORM_GATED, b->o, VD, L.gdn_norm, eps);
             o.z = b->z; o.hd = DV;
             gemv_add(o, L.wout, b->x, EPI_ADD);
-            launch_gemv(b, o, "gdn.out_gemv");
+            launch_gemv(b, o, "gdn.out_gemv", &b->q2);
         }
         gemv_args r = gemv_make(PRO_RMSNORM, b->x, H, L.ffn_norm, eps);
         gemv_add(r, L.router, b->rl, EPI_STORE);
         if (hp.n_ff_shexp) gemv_add(r, L.shgate, b->rl + E, EPI_STORE);
-        launch_gemv(b, r, "moe.router_gemv");
+        r.exact = 1; /* fp32 router logits (the q8 path ignores it) */
+        launch_gemv(b, r, "moe.router_gemv", &b->q1); /* q1 = quantized ffn-normed x, read by gate/up too */
         moe_args ma = {b->x, L.ffn_norm, eps, H, E, hp.n_expert_used, hp.n_ff_exp, hp.n_ff_shexp, b->rl,
                        L.egate, L.eup, L.edown, L.sgate, L.sup, L.sdown, b->h, b->x, NULL, NULL};
         int kf = hp.n_expert_used * hp.n_ff_exp + hp.n_ff_shexp;
@@ -548,7 +662,18 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
         int nu_gu = (H >> 5) / gemv_lanes(H), nu_d = (hp.n_ff_exp >> 5) / gemv_lanes(hp.n_ff_exp);
         int rounds = (hp.n_expert_used + 1 + 32 / gemv_lanes(hp.n_ff_exp) - 1) / (32 / gemv_lanes(hp.n_ff_exp));
         bool pf = !b->no_prefetch && nu_gu <= RR_NU_MAX && nu_d == 1 && rounds <= MOE_DOWN_IT && L.egate.type == L.eup.type;
-        if (pf) {
+        if (b->qmode && moe_tma_launch(b, ma, kf)) {
+        } else if (b->qmode && nu_gu <= RR_NU_MAX && nu_d == 1 && rounds <= MOE_DOWN_IT && L.egate.type == L.eup.type) {
+            /* q1 holds the ffn-normed x (router); h is quantized once into q2 */
+            prof_begin(b);
+            GT_NU_DISPATCH(L.egate.type, nu_gu, moe_gu_q_launch, b, ma, b->q1);
+            prof_end(b, "moe.gateup", b->moe_gu_bytes, 2 * b->moe_gu_bytes);
+            prof_begin(b);
+            gemv_args qh = gemv_make(PRO_PLAIN, b->h, kf, NULL, eps);
+            launch_qact(b, qh, b->q2);
+            GT_NU_DISPATCH(L.edown.type, 1, moe_down_q_launch, b, ma, b->q2);
+            prof_end(b, "moe.down", b->moe_d_bytes, 2 * b->moe_d_bytes);
+        } else if (pf) {
             prof_begin(b);
             GT_NU_DISPATCH(L.egate.type, nu_gu, moe_gu_launch, b, ma);
             prof_end(b, "moe.gateup", b->moe_gu_bytes, 2 * b->moe_gu_bytes);
@@ -572,7 +697,7 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
     gemv_args f = gemv_make(PRO_RMSNORM, b->x, H, b->out_norm, eps);
     gemv_add(f, b->lm_head, b->logits, EPI_STORE);
     f.argmax = b->d_argmax;
-    launch_gemv(b, f, "lm_head_gemv");
+    launch_gemv(b, f, "lm_head_gemv", &b->q1);
     prof_begin(b);
     k_finish<<<1, 1, 0, b->st>>>(b->d_argmax, b->d_tok, s->d_pos, gen ? b->d_gen : NULL, b->d_gen_n, 1);
     prof_end(b, "finish", 0, 0);
@@ -683,7 +808,7 @@ static void prefill_chunk(cu_backend *b, cu_seq *s, int T, int want_last_logits)
         gemv_args f = gemv_make(PRO_RMSNORM, b->X + (size_t)(T - 1) * H, H, b->out_norm, eps);
         gemv_add(f, b->lm_head, b->logits, EPI_STORE);
         f.argmax = b->d_argmax;
-        launch_gemv(b, f, "p.lm_head_gemv");
+        launch_gemv(b, f, "p.lm_head_gemv", &b->q1);
         prof_begin(b);
         k_finish<<<1, 1, 0, b->st>>>(b->d_argmax, b->d_tok, s->d_pos, NULL, b->d_gen_n, T);
         prof_end(b, "p.finish", 0, 0);
@@ -698,7 +823,7 @@ static ll_status chunk_all_logits(cu_backend *b, int T, float *dst) {
     for (int t = 0; t < T; t++) {
         gemv_args f = gemv_make(PRO_RMSNORM, b->X + (size_t)t * hp.n_embd, hp.n_embd, b->out_norm, hp.rms_eps);
         gemv_add(f, b->lm_head, b->logits, EPI_STORE);
-        launch_gemv(b, f, "p.lm_head_gemv");
+        launch_gemv(b, f, "p.lm_head_gemv", &b->q1);
         CU_TRY(cudaMemcpyAsync(dst + (size_t)t * hp.n_vocab, b->logits, (size_t)hp.n_vocab * 4, cudaMemcpyDeviceToHost, b->st));
     }
     return LL_OK;
@@ -934,6 +1059,16 @@ static ll_status alloc_scratch(cu_backend *b) {
     DALLOC(b, b->att, (size_t)AW * 4);
     DALLOC(b, b->rl, (size_t)(E + 1) * 4);
     DALLOC(b, b->h, (size_t)kf * 4);
+    {
+        int qk = LL_MAX(LL_MAX(H, VD), LL_MAX(AW, kf));
+        qbuf *qs[2] = {&b->q1, &b->q2};
+        for (int i = 0; i < 2; i++) {
+            DALLOC(b, qs[i]->xf, (size_t)qk * 4);
+            DALLOC(b, qs[i]->xq, (size_t)qk);
+            DALLOC(b, qs[i]->dx, (size_t)(qk / 32 + 1) * 4);
+            DALLOC(b, qs[i]->s16, (size_t)(qk / 16 + 1) * 4);
+        }
+    }
     DALLOC(b, b->logits, (size_t)V * 4);
     DALLOC(b, b->d_tok, 16);
     DALLOC(b, b->d_gen, (size_t)GEN_CAP * 4);
@@ -1005,6 +1140,12 @@ static ll_status cu_init(cu_backend *b) {
     CU_TRY(cudaFuncSetAttribute(k_flash_prefill<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)flash_smem_bytes<128>()));
     CU_TRY(cudaFuncSetAttribute(k_flash_prefill<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)flash_smem_bytes<64>()));
     CU_TRY(cudaFuncSetAttribute(k_gemv, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024));
+    CU_TRY(cudaFuncSetAttribute(k_gemv_tma<GT_Q4_K>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
+    CU_TRY(cudaFuncSetAttribute(k_gemv_tma<GT_Q6_K>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
+    CU_TRY(cudaFuncSetAttribute(k_moe_gateup_tma<GT_Q4_K>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
+    CU_TRY(cudaFuncSetAttribute(k_moe_gateup_tma<GT_Q6_K>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
+    CU_TRY(cudaFuncSetAttribute(k_moe_down_tma<GT_Q4_K>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
+    CU_TRY(cudaFuncSetAttribute(k_moe_down_tma<GT_Q6_K>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
     CU_TRY(cudaFuncSetAttribute(k_moe_down, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024));
     CU_TRY(cudaFuncSetAttribute(k_attn_decode, cudaFuncAttributeMaxDynamicSharedMemorySize, 160 * 1024));
     LL_TRY(upload_mat(b, &m->tok_embd, 1, lazy, seed, &b->tok_embd));
@@ -1084,6 +1225,16 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
      * than the plain ones on the H200 (dev/kernels/NOTES.md), so they are opt-in for now. */
     b->no_prefetch = !(getenv("LILAC_CUDA_PREFETCH") && atoi(getenv("LILAC_CUDA_PREFETCH")));
     b->pdl = !(getenv("LILAC_CUDA_PDL") && !atoi(getenv("LILAC_CUDA_PDL")));
+    b->qmode = !(getenv("LILAC_CUDA_QACT") && !atoi(getenv("LILAC_CUDA_QACT")));
+    b->gq_rb = getenv("LILAC_CUDA_GQ_RB") ? atoi(getenv("LILAC_CUDA_GQ_RB")) : 1;
+    /* measured defaults (bench/results/2026-11-30-h200-cuda2): k_qact + k_gemv_q (1 row per warp
+     * batch) for the GEMVs, the bulk-copy MoE; the bulk-copy GEMV measured slower (opt-in) */
+    b->tma = getenv("LILAC_CUDA_TMA") && atoi(getenv("LILAC_CUDA_TMA"));
+    b->tma_self = getenv("LILAC_CUDA_TMA_SELF") && atoi(getenv("LILAC_CUDA_TMA_SELF"));
+    b->moe_tma = !(getenv("LILAC_CUDA_MOE_TMA") && !atoi(getenv("LILAC_CUDA_MOE_TMA")));
+    b->moe_tr = getenv("LILAC_CUDA_MOE_TR") ? atoi(getenv("LILAC_CUDA_MOE_TR")) : 8;
+    b->tma_kb = getenv("LILAC_CUDA_TMA_KB") ? LL_MAX(1, atoi(getenv("LILAC_CUDA_TMA_KB"))) : 16;
+    b->tma_st = getenv("LILAC_CUDA_TMA_ST") ? LL_MIN(TMA_MAX_ST, LL_MAX(1, atoi(getenv("LILAC_CUDA_TMA_ST")))) : 4;
     ll_status st = cu_init(b);
     if (st != LL_OK) {
         char msg[1024];

@@ -39,6 +39,8 @@ struct gemv_args {
     int hd;             /* HEADNORM_GATED: head size */
     float eps;
     unsigned long long *argmax; /* optional: packed (value, ~row) max over segment 0 */
+    int exact;          /* k_gemv_q: dot the fp32 input with dequantized weights (the router: its
+                         * top-k must not flip on the q8 rounding of the activation) */
 };
 
 /* Shared-memory bytes of a quantized activation of K elements. */
