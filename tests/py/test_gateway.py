@@ -13,7 +13,6 @@ import json
 import os
 import pathlib
 import re
-import socket
 import subprocess
 import threading
 import time
@@ -22,6 +21,7 @@ import pytest
 
 httpx = pytest.importorskip("httpx")
 
+from lilactest import free_port, shared  # noqa: E402
 from chatmodel import make_chat_model  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -37,17 +37,6 @@ POLICY = "default = mask\nsecret = local\nprivate_phone = skip\nprivate_person =
 PH_RE = re.compile(r"\[[A-Z_]+_\d+\]")
 
 
-def shared():
-    for c in (os.environ.get("LILAC_SHARED"), ROOT.parent / "shared", "/work/shared"):
-        if c and pathlib.Path(c, "fixtures").is_dir():
-            return pathlib.Path(c)
-    pytest.skip("shared/ fixtures not found")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Serve:

@@ -20,6 +20,7 @@ import pytest
 openai = pytest.importorskip("openai")
 httpx = pytest.importorskip("httpx")
 
+from lilactest import free_port, shared  # noqa: E402
 from chatmodel import TOOL_CALL, make_chat_model  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -34,17 +35,6 @@ TOOLS = [{"type": "function", "function": {
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
 
 
-def shared():
-    for c in (os.environ.get("LILAC_SHARED"), ROOT.parent / "shared", "/work/shared"):
-        if c and pathlib.Path(c, "fixtures").is_dir():
-            return pathlib.Path(c)
-    pytest.skip("shared/ fixtures not found")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Server:
