@@ -110,17 +110,9 @@ def digits(n):
 # tasks: each returns (question, reasoning, answer_text, expected) where expected is the string
 # that must appear in the final answer
 
-def task_add(rng, nd=None):
-    nd = nd or rng.choice([1, 2, 2, 3, 3, 3, 4])
-    a = rng.randint(10 ** (nd - 1) if nd > 1 else 0, 10 ** nd - 1)
-    nb = rng.choice([nd, nd, max(1, nd - 1)])
-    b = rng.randint(10 ** (nb - 1) if nb > 1 else 0, 10 ** nb - 1)
-    if rng.random() < 0.5:
-        a, b = b, a
-    q = rng.choice(["What is {a} + {b}?", "Compute {a} + {b}.", "Add {a} and {b}.", "What is {a} plus {b}?",
-                    "{a} + {b} = ?", "Calculate the sum of {a} and {b}."]).format(a=a, b=b)
-    s = a + b
-    lines = ["Add column by column from the right."]
+def steps_add(a, b):
+    """Column addition of two non-negative integers: -> (lines, sum)."""
+    lines = []
     da, db = str(a)[::-1], str(b)[::-1]
     carry, out = 0, []
     for i in range(max(len(da), len(db))):
@@ -135,6 +127,85 @@ def task_add(rng, nd=None):
         out.append(1)
         lines.append("Write the final carry 1.")
     lines.append("Digits from the left: " + " ".join(str(d) for d in reversed(out)) + ".")
+    return lines, a + b
+
+
+def steps_mul_digit(big, d):
+    """big * d (one digit) digit by digit from the right: -> (lines, product)."""
+    lines = []
+    carry, out = 0, []
+    for ch in str(big)[::-1]:
+        t = int(ch) * d + carry
+        lines.append(f"{ch} * {d}" + (f" + {carry}" if carry else "") + f" = {t}, write {t % 10}"
+                     + (f", carry {t // 10}." if t // 10 else "."))
+        carry = t // 10
+        out.append(t % 10)
+    if carry:
+        out.append(carry)
+        lines.append(f"Write the final carry {carry}.")
+    lines.append("Digits from the left: " + " ".join(str(x) for x in reversed(out)) + ".")
+    return lines, big * d
+
+
+def steps_mul(a, b):
+    """a * b for any positive integers, every step written out: products by one digit, digit by
+    digit, then the partial products added column by column. -> (lines, product)."""
+    big, small = (a, b) if a >= b else (b, a)
+    if small < 10:
+        lines, p = steps_mul_digit(big, small)
+        return [f"Multiply {big} by {small} digit by digit from the right."] + lines, p
+    if big % 10 == 0 and small % 10 != 0:  # keep the zeros on the side that is split off
+        big, small = small, big
+    parts, lines = [], []
+    sd = str(small)
+    terms = [int(c) * 10 ** (len(sd) - 1 - i) for i, c in enumerate(sd) if c != "0"]
+    if len(terms) > 1:
+        lines.append(f"{big} * {small} = " + " + ".join(f"{big} * {t}" for t in terms) + ".")
+    for t in terms:
+        d, z = int(str(t)[0]), len(str(t)) - 1
+        sub, p = steps_mul_digit(big, d)
+        lines.append(f"{big} * {d}:")
+        lines += sub
+        if z:
+            lines.append(f"So {big} * {d} = {p}; append {z} zero{'s' if z > 1 else ''}: {big} * {t} = {p * 10 ** z}.")
+        else:
+            lines.append(f"So {big} * {d} = {p}.")
+        parts.append(p * 10 ** z)
+    acc = parts[0]
+    for p in parts[1:]:
+        sub, s = steps_add(acc, p)
+        lines.append(f"Add {acc} + {p} column by column.")
+        lines += sub
+        lines.append(f"So {acc} + {p} = {s}.")
+        acc = s
+    return lines, acc
+
+
+def steps_div(v, f):
+    """Long division v / f where f divides v: -> (lines, quotient)."""
+    lines, rest, q = [f"Long division of {v} by {f}."], 0, []
+    for ch in str(v):
+        cur = rest * 10 + int(ch)
+        k = cur // f
+        if q or k:
+            q.append(k)
+            lines.append(f"{cur} / {f} = {k}" + (f" ({k} * {f} = {k * f})" if k else "") + f", rest {cur - k * f}.")
+        rest = cur - k * f
+    lines.append("Quotient digits: " + " ".join(map(str, q or [0])) + ".")
+    return lines, v // f
+
+
+def task_add(rng, nd=None):
+    nd = nd or rng.choice([1, 2, 2, 3, 3, 3, 4])
+    a = rng.randint(10 ** (nd - 1) if nd > 1 else 0, 10 ** nd - 1)
+    nb = rng.choice([nd, nd, max(1, nd - 1)])
+    b = rng.randint(10 ** (nb - 1) if nb > 1 else 0, 10 ** nb - 1)
+    if rng.random() < 0.5:
+        a, b = b, a
+    q = rng.choice(["What is {a} + {b}?", "Compute {a} + {b}.", "Add {a} and {b}.", "What is {a} plus {b}?",
+                    "{a} + {b} = ?", "Calculate the sum of {a} and {b}."]).format(a=a, b=b)
+    sub, s = steps_add(a, b)
+    lines = ["Add column by column from the right."] + sub
     return q, "\n".join(lines), f"{a} + {b} = {s}.", str(s)
 
 
@@ -146,7 +217,9 @@ def task_sub(rng):
                     "{a} - {b} = ?"]).format(a=a, b=b)
     d = a - b
     big, small = (a, b) if a >= b else (b, a)
-    lines = [] if a >= b else [f"{a} is smaller than {b}, so compute {b} - {a} and make it negative."]
+    lines = [compare_why(a, b) + (f" So {a} is larger: compute {a} - {b}." if a > b else
+                                  f" So compute {a} - {b}." if a == b else
+                                  f" So {a} is smaller: compute {b} - {a} and make it negative.")]
     lines.append("Subtract column by column from the right.")
     da, db = str(big)[::-1], str(small)[::-1]
     borrow, out = 0, []
@@ -155,8 +228,9 @@ def task_sub(rng):
         y = int(db[i]) if i < len(db) else 0
         t = x - y - borrow
         expr = f"{x} - {y}" + (f" - {borrow}" if borrow else "")
-        if t < 0:
-            lines.append(f"{expr} is negative, borrow: {t + 10}, write {t + 10}.")
+        if t < 0:  # the +10 written out: the model cannot be trusted to add it silently
+            lines.append(f"{expr} is negative: {x} + 10 - {y}" + (f" - {borrow}" if borrow else "")
+                         + f" = {t + 10}, write {t + 10}, borrow 1.")
             t += 10
             borrow = 1
         else:
@@ -176,26 +250,20 @@ def task_mul(rng):
     if rng.random() < 0.3:
         a, b = b, a
     q = rng.choice(["What is {a} * {b}?", "Compute {a} * {b}.", "Multiply {a} by {b}.", "What is {a} times {b}?"]).format(a=a, b=b)
-    p = a * b
-    big, small = (a, b) if a >= b else (b, a)
-    if small < 10:
-        lines = [f"Multiply {big} by {small} digit by digit from the right."]
-        carry, out = 0, []
-        for ch in str(big)[::-1]:
-            t = int(ch) * small + carry
-            lines.append(f"{ch} * {small}" + (f" + {carry}" if carry else "") + f" = {t}, write {t % 10}"
-                         + (f", carry {t // 10}." if t // 10 else "."))
-            carry = t // 10
-            out.append(t % 10)
-        if carry:
-            out.append(carry)
-            lines.append(f"Write the final carry {carry}.")
-        lines.append("Digits from the left: " + " ".join(str(d) for d in reversed(out)) + ".")
-    else:
-        t, o = small // 10, small % 10
-        lines = [f"{big} * {small} = {big} * {t}0 + {big} * {o}.", f"{big} * {t} = {big * t}, so {big} * {t}0 = {big * t * 10}.",
-                 f"{big} * {o} = {big * o}.", f"{big * t * 10} + {big * o} = {p}."]
+    lines, p = steps_mul(a, b)
     return q, "\n".join(lines), f"{a} * {b} = {p}.", str(p)
+
+
+def compare_why(a, b):
+    """Why one number is larger: digit counts, else the first digit where they differ."""
+    la, lb = len(str(a)), len(str(b))
+    if la != lb:
+        return f"{a} has {la} digits and {b} has {lb} digits."
+    sa, sb = str(a), str(b)
+    if sa == sb:
+        return f"{a} and {b} are equal."
+    i = next(k for k in range(la) if sa[k] != sb[k])
+    return f"Both have {la} digits. They first differ at digit {i + 1}: {sa[i]} versus {sb[i]}."
 
 
 def task_compare(rng):
@@ -205,13 +273,7 @@ def task_compare(rng):
     if a == b:
         b = a + rng.randint(1, 9)
     kind = rng.randrange(3)
-    la, lb = len(str(a)), len(str(b))
-    if la != lb:
-        why = f"{a} has {la} digits and {b} has {lb} digits."
-    else:
-        sa, sb = str(a), str(b)
-        i = next(k for k in range(la) if sa[k] != sb[k])
-        why = f"Both have {la} digits. They first differ at digit {i + 1}: {sa[i]} versus {sb[i]}."
+    why = compare_why(a, b)
     hi, lo = max(a, b), min(a, b)
     if kind == 0:
         q = rng.choice(["Which is larger, {a} or {b}?", "Which number is bigger: {a} or {b}?"]).format(a=a, b=b)
@@ -225,15 +287,27 @@ def task_compare(rng):
     return q, why + (f" So {a} is greater." if yes else f" So {a} is less."), ans, "Yes" if yes else "No"
 
 
-def task_count(rng):
+def task_count(rng, focus=False):
+    """focus (training only): half the letters absent from the word, the case the first model got
+    wrong; the default draw is left as it was, so the held-out questions stay the same."""
     w = rng.choice(WORDS)
-    ch = rng.choice(w) if rng.random() < 0.8 else rng.choice("abcdefghijklmnopqrstuvwxyz")
+    if focus:
+        absent = [c for c in "abcdefghijklmnopqrstuvwxyz" if c not in w]
+        ch = rng.choice(absent) if rng.random() < 0.5 else rng.choice(w)
+    else:
+        ch = rng.choice(w) if rng.random() < 0.8 else rng.choice("abcdefghijklmnopqrstuvwxyz")
     n = w.count(ch)
     q = rng.choice(["How many times does the letter {c} appear in {w}?", "How many {c}'s are in the word {w}?",
                     "Count the letter {c} in the word {w}.", "How many times does '{c}' occur in '{w}'?"]).format(c=ch, w=w)
-    hits = " ".join(ch for x in w if x == ch) or "none"
-    r = f"Letters of {w}: {digits(w)}.\nThe {ch}'s: {hits}.\nThat is {n}."
-    return q, r, f"The letter {ch} appears {n} time{'s' if n != 1 else ''} in {w}.", str(n)
+    # one line per letter with a yes/no and the running count: the comparison is made explicitly for
+    # every letter, so a letter that never occurs leaves the count at 0
+    lines = [f"Go through {w} letter by letter, counting {ch}:"]
+    k = 0
+    for x in w:
+        k += x == ch
+        lines.append(f"{x} {'yes' if x == ch else 'no'} {k}")
+    lines.append(f"That is {n}.")
+    return q, "\n".join(lines), f"The letter {ch} appears {n} time{'s' if n != 1 else ''} in {w}.", str(n)
 
 
 def task_spell(rng):
@@ -250,8 +324,9 @@ def task_reverse(rng):
     return q, f"Letters of {w}: {digits(w)}.\nReversed: {digits(r)}.\nJoined: {r}.", f"{w} reversed is {r}.", r
 
 
-def task_sort(rng):
-    n = rng.randint(3, 5)
+def task_sort(rng, focus=False):
+    """focus (training only): four or five words, where the first model dropped or repeated one."""
+    n = rng.choice([4, 5, 5]) if focus else rng.randint(3, 5)
     pool = {}
     for w in rng.sample(WORDS, len(WORDS)):
         pool.setdefault(w[0], w)  # distinct first letters
@@ -262,8 +337,15 @@ def task_sort(rng):
     q = rng.choice(["Sort these words alphabetically: {l}.", "Put these words in alphabetical order: {l}.",
                     "Sort alphabetically: {l}."]).format(l=", ".join(ws))
     s = sorted(ws)
-    r = "First letters: " + ", ".join(f"{w} ({w[0]})" for w in ws) + ".\nIn order: " + ", ".join(f"{w[0]}" for w in s) + "."
-    return q, r, ", ".join(s), ", ".join(s)
+    # numbered, so the model knows when the list is complete; the order is then picked one word at a
+    # time from what remains (a word and its letter written together: nothing to map back at the end)
+    lines = [f"{len(ws)} words. First letters:"] + [f"{i + 1}. {w} ({w[0]})" for i, w in enumerate(ws)]
+    left = list(ws)
+    for i in range(len(s)):
+        lines.append(f"Left: {', '.join(x[0] for x in left)}. Earliest: {s[i][0]}, {s[i]}.")
+        left.remove(s[i])
+    lines.append(f"In order: {', '.join(s)}. That is {len(s)} words.")
+    return q, "\n".join(lines), ", ".join(s), ", ".join(s)
 
 
 MONTHS = list(calendar.month_name)[1:]
@@ -277,16 +359,19 @@ def task_date(rng):
     d1 = d0 + datetime.timedelta(days=n if after else -n)
     q = (rng.choice(["What date is {n} days after {d}?", "Add {n} days to {d}.", "Which date comes {n} days after {d}?"])
          if after else rng.choice(["What date is {n} days before {d}?", "Subtract {n} days from {d}."])).format(n=n, d=d0.isoformat())
-    lines = []
     yy, mm, dd = d0.year, d0.month, d0.day
+    # the day read off the ISO date first (the leading zero was misread), and every month change
+    # named with its year (the year was lost when the months wrapped around)
+    lines = [f"{d0.isoformat()} is day {dd} of {MONTHS[mm - 1]} {yy}."]
     if after:
         dd += n
         lines.append(f"{d0.day} + {n} = {dd}.")
         while dd > calendar.monthrange(yy, mm)[1]:
             ml = calendar.monthrange(yy, mm)[1]
-            lines.append(f"{MONTHS[mm - 1]} {yy} has {ml} days: {dd} - {ml} = {dd - ml}, next month.")
+            nm, ny = (1, yy + 1) if mm == 12 else (mm + 1, yy)
+            lines.append(f"{MONTHS[mm - 1]} {yy} has {ml} days: {dd} - {ml} = {dd - ml}, in {MONTHS[nm - 1]} {ny}.")
             dd -= ml
-            mm, yy = (1, yy + 1) if mm == 12 else (mm + 1, yy)
+            mm, yy = nm, ny
     else:
         dd -= n
         lines.append(f"{d0.day} - {n} = {dd}.")
@@ -300,17 +385,28 @@ def task_date(rng):
     return q, "\n".join(lines), f"{n} days {'after' if after else 'before'} {d0.isoformat()} is {d1.isoformat()}.", d1.isoformat()
 
 
+def steps_scale(v, f, up):
+    """v * f (up) or v / f with every step written out: -> lines."""
+    z = len(str(f)) - 1
+    if f == 10 ** z:  # powers of ten: zeros are appended or dropped, no arithmetic
+        if up:
+            return [f"{v} * {f}: append {z} zero{'s' if z > 1 else ''}: {v * f}."]
+        return [f"{v} / {f}: drop {z} zero{'s' if z > 1 else ''}: {v // f}."]
+    lines, r = steps_mul(v, f) if up else steps_div(v, f)
+    return lines + [f"So {v} {'*' if up else '/'} {f} = {r}."]
+
+
 def task_units(rng):
     a, b, f = rng.choice(UNITS)
     if rng.random() < 0.65:
         v = rng.randint(1, 99)
         q = rng.choice(["Convert {v} {a} to {b}.", "How many {b} are in {v} {a}?", "What is {v} {a} in {b}?"]).format(v=v, a=a, b=b)
-        r = f"1 {a} = {f} {b}, so multiply: {v} * {f} = {v * f}."
+        r = "\n".join([f"1 {a} = {f} {b}, so multiply {v} by {f}."] + steps_scale(v, f, True))
         return q, r, f"{v} {a} is {v * f} {b}.", str(v * f)
     k = rng.randint(1, 99)
     v = k * f
     q = rng.choice(["Convert {v} {b} to {a}.", "How many {a} are in {v} {b}?", "What is {v} {b} in {a}?"]).format(v=v, a=a, b=b)
-    r = f"1 {a} = {f} {b}, so divide: {v} / {f} = {k}."
+    r = "\n".join([f"1 {a} = {f} {b}, so divide {v} by {f}."] + steps_scale(v, f, False))
     return q, r, f"{v} {b} is {k} {a}.", str(k)
 
 
@@ -368,8 +464,9 @@ TASKS = {
     "spell": task_spell, "reverse": task_reverse, "sort": task_sort, "date": task_date, "units": task_units,
     "table": task_table, "planet": task_planet,
 }
-WEIGHTS = {"add": 4, "sub": 2, "mul": 2, "compare": 1.5, "count": 2, "spell": 1.5, "reverse": 2, "sort": 2,
-           "date": 2, "units": 1.5, "table": 1.5, "planet": 1.5}
+WEIGHTS = {"add": 4, "sub": 2.5, "mul": 3, "compare": 1.5, "count": 3, "spell": 1.5, "reverse": 2, "sort": 3,
+           "date": 2.5, "units": 2, "table": 1.5, "planet": 1.5}
+FOCUS = {"count": 0.5, "sort": 0.5}  # share of a task's training examples drawn with focus=True
 
 
 # ---------------------------------------------------------------------------------------------
@@ -416,6 +513,9 @@ def assistant(content, reasoning, think):
     return {"role": "assistant", "content": content, "reasoning_content": reasoning if think else ""}
 
 
+FOCUSED = {name: (lambda r, g=TASKS[name]: g(r, focus=True)) for name in FOCUS}
+
+
 def make_train_example(rng):
     """One training conversation whose user questions are all outside the held-out bucket."""
     think = rng.random() < 0.55
@@ -441,6 +541,8 @@ def make_train_example(rng):
     for t in range(turns):
         name = rng.choices(list(WEIGHTS), weights=list(WEIGHTS.values()))[0]
         gen = task_chat if rng.random() < 0.01 else TASKS[name]
+        if gen is not task_chat and rng.random() < FOCUS.get(name, 0):
+            gen = FOCUSED[name]
         while True:
             q, reasoning, ans, _ = gen(rng)
             if gen is task_chat or not is_heldout(q):

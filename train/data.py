@@ -1,6 +1,9 @@
 """data.py — renders and tokenizes the synthetic corpus into the arrays the trainer reads.
 
-    python3 train/data.py --tokenizer DIR --n 250000 --seed 1 --out data.npz
+    python3 train/data.py --tokenizer DIR --n 250000 --seed 1 --out data.npz [--workers 16]
+
+With --workers W the conversations are made in W processes, worker k drawing from seed
+`seed * 1000 + k` (so the result depends on W; W = 1 gives the single-stream data of earlier runs).
 
 data.npz holds `ids` (uint16, all conversations back to back), `mask` (uint8, 1 where the token is
 something the assistant writes: the loss is taken there only) and `offsets` (int64 [n + 1], where each
@@ -86,14 +89,33 @@ def build(tokenizer_dir, n, seed, chunk=5000):
     return np.concatenate(ids), np.concatenate(masks), offsets
 
 
+def build_part(args):
+    tokenizer_dir, n, seed = args
+    return build(tokenizer_dir, n, seed)
+
+
+def build_parallel(tokenizer_dir, n, seed, workers):
+    if workers <= 1:
+        return build(tokenizer_dir, n, seed)
+    import multiprocessing as mp
+    sizes = [n // workers + (k < n % workers) for k in range(workers)]
+    with mp.get_context("fork").Pool(workers) as pool:
+        parts = pool.map(build_part, [(tokenizer_dir, sz, seed * 1000 + k) for k, sz in enumerate(sizes)])
+    ids = np.concatenate([p[0] for p in parts])
+    mask = np.concatenate([p[1] for p in parts])
+    lens = np.concatenate([np.diff(p[2]) for p in parts])
+    return ids, mask, np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tokenizer", required=True, help="folder with tokenizer.json")
     ap.add_argument("--n", type=int, default=250000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--workers", type=int, default=1, help="processes (see above)")
     a = ap.parse_args()
-    ids, mask, offsets = build(a.tokenizer, a.n, a.seed)
+    ids, mask, offsets = build_parallel(a.tokenizer, a.n, a.seed, a.workers)
     np.savez_compressed(a.out, ids=ids, mask=mask, offsets=offsets)
     print(f"{a.out}: {a.n} conversations, {len(ids)} tokens ({mask.sum()} trained), "
           f"mean length {len(ids) / a.n:.1f}, max {np.diff(offsets).max()}")

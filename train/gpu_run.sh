@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
-# gpu_run.sh — the one training run on the GPU machine. Expects, beside it: train.py, data.npz (from
-# data.py) and tok/ (tokenizer.json + tokenizer_config.json from tokenizer.py). Writes the model to
-# $OUT/lilac-demo and the console log to $OUT/train_stdout.txt.
+# gpu_run.sh — the one training run on the GPU machine, from a folder made by stage_gpu.sh: train.py,
+# tok/ (tokenizer.json, tokenizer_config.json, chat_template.jinja) and data.npz; without data.npz it
+# first makes it here from corpus.py/data.py (GEN_N conversations, one process per core; needs the
+# `tokenizers` package). Writes the model to $OUT/lilac-demo and the console log to
+# $OUT/train_stdout.txt.
+#
+#   OUT=/path MINUTES=5 ./gpu_run.sh        [BATCH_TOKENS=131072] [EXTRA="--lr 2e-3"]
 set -eo pipefail
 cd "$(dirname "$0")"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
@@ -10,7 +14,14 @@ mkdir -p "$OUT"
 {
     nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
     python3 -c "import torch, transformers; print('torch', torch.__version__, 'transformers', transformers.__version__)"
-    python3 train.py --data data.npz --tokenizer tok --out "$OUT/lilac-demo" --minutes "${MINUTES:-3.7}" \
-        --save-every 50 ${EXTRA:-}
+    cat STAGED.txt 2>/dev/null || true
+    if [ ! -f data.npz ]; then
+        python3 data.py --tokenizer tok --n "${GEN_N:-1000000}" --seed 1 --workers "$(nproc)" --out data.npz
+    fi
+    # a step is bound by kernel launches (transformers' reference Gated DeltaNet loops over 64-token
+    # chunks; the experts run one by one), not by arithmetic: twice the tokens per step cost little
+    # more time, so the default batch is twice the first run's
+    python3 train.py --data data.npz --tokenizer tok --out "$OUT/lilac-demo" --minutes "${MINUTES:-5}" \
+        --batch-tokens "${BATCH_TOKENS:-131072}" --save-every 50 ${EXTRA:-}
     ls -la "$OUT/lilac-demo"
 } 2>&1 | tee "$OUT/train_stdout.txt"
