@@ -130,6 +130,7 @@ class OpenAIClient:
 
     def __init__(self, base_url):
         import openai
+        self.base_url = base_url
         self.c = openai.OpenAI(base_url=base_url + "/v1", api_key="none", max_retries=0, timeout=300)
         self.model = self.c.models.list().data[0].id
         self.version = openai.__version__
@@ -152,6 +153,7 @@ class UrllibClient:
     version = "stdlib"
 
     def __init__(self, base_url):
+        self.base_url = base_url
         self.base = base_url + "/v1"
         with urllib.request.urlopen(self.base + "/models", timeout=30) as r:
             self.model = json.load(r)["data"][0]["id"]
