@@ -6,7 +6,7 @@ comparisons, letter counting, spelling, reversing and sorting short words, date 
 conversions, lookups (from a table given in the prompt, and from a fixed table of made-up planets
 that the corpus itself defines), and tool use (a calculator and a weather tool, with the results
 given back as tool messages). About half of the examples carry a thinking block with a worked
-scratchpad; the rest answer directly.
+scratchpad, one small step per line (train/README.md, "Scratchpads"); the rest answer directly.
 
 Held-out test questions: a question whose text hashes into the held-out bucket (`is_heldout`) is
 never emitted by the training generator, and the test generator emits only such questions. So the
@@ -421,7 +421,15 @@ def task_table(rng):
            "age": rng.choice(["How old is {p}?", "What is {p}'s age?"])}[col].format(p=who[0])
     q = f"Here is a table:\n{table}\n{ask}"
     val = str(who[1] if col == "city" else who[2])
-    r = f"The row for {who[0]} is: {who[0]} | {who[1]} | {who[2]}.\nThe {col} column says {val}."
+    # row by row until the name matches (the first model copied a neighbouring row)
+    lines = [f"Look for {who[0]} row by row:"]
+    for p, c, a in rows:
+        if p == who[0]:
+            lines.append(f"{p} yes: {p} | {c} | {a}.")
+            break
+        lines.append(f"{p} no")
+    lines.append(f"The {col} column says {val}.")
+    r = "\n".join(lines)
     ans = f"{who[0]} lives in {val}." if col == "city" else f"{who[0]} is {val} years old."
     return q, r, ans, val
 
