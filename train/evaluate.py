@@ -23,6 +23,7 @@ The official `openai` package is used when it imports; otherwise (the GPU machin
 urllib client sends the same JSON. The script prints which one it used, and the JSON file records it.
 """
 import argparse
+import gzip
 import json
 import os
 import re
@@ -435,9 +436,19 @@ def markdown(res, seconds):
     return "\n".join(L)
 
 
+def load_json(path):
+    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
+        return json.load(f)
+
+
+def save_json(res, path):
+    with (gzip.open(path, "wt") if path.endswith(".gz") else open(path, "w")) as f:
+        json.dump(res, f, indent=None if path.endswith(".gz") else 1)
+
+
 def diff(a_path, b_path):
     """Compares two --json runs answer by answer; -> number of differing answers."""
-    a, b = json.load(open(a_path)), json.load(open(b_path))
+    a, b = load_json(a_path), load_json(b_path)
     print(f"A: {a['meta']['backend']} ({a['meta'].get('client')}), B: {b['meta']['backend']} ({b['meta'].get('client')})")
     ndiff = 0
     for fmt in a["formats"]:
@@ -469,14 +480,14 @@ def main():
     ap.add_argument("--tokenizer", help="tokenizer folder, for a model file without one")
     ap.add_argument("--client", choices=("openai", "urllib"), help="default: openai if it imports, else urllib")
     ap.add_argument("--md", help="write the markdown report here")
-    ap.add_argument("--json", help="write every question and reply here (for --diff)")
+    ap.add_argument("--json", help="write every question and reply here (for --diff; .gz: compressed)")
     ap.add_argument("--diff", nargs=2, metavar=("A.json", "B.json"), help="compare two --json runs and exit")
     ap.add_argument("--report-from", metavar="A.json", help="write the markdown of a saved --json run and exit")
     a = ap.parse_args()
     if a.diff:
         sys.exit(1 if diff(*a.diff) else 0)
     if a.report_from:
-        res = json.load(open(a.report_from))
+        res = load_json(a.report_from)
         md = markdown(res, sum(f["seconds"] for f in res["formats"].values()))
         print(md)
         if a.md:
@@ -496,8 +507,7 @@ def main():
         with open(a.md, "w") as f:
             f.write(md)
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump(res, f, indent=1)
+        save_json(res, a.json)
 
 
 if __name__ == "__main__":
