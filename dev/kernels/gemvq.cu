@@ -12,39 +12,8 @@
 #include "lab_quant.cuh"
 #include "../../src/backend/cuda/k_gemvq.cuh"
 
-template <typename... KArgs, typename... Args>
-static void lpdl(void (*kern)(KArgs...), int grid, int block, size_t smem, cudaStream_t st, Args... args) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(grid); cfg.blockDim = dim3(block); cfg.dynamicSmemBytes = smem; cfg.stream = st;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at; cfg.numAttrs = 1;
-    CK(cudaLaunchKernelEx(&cfg, kern, args...));
-}
-
 static int g_nsm;
 static cudaStream_t g_st;
-
-/* per-launch µs of N launches of fn(i) in a graph */
-template <typename F> static float graph_us(F fn, int N) {
-    cudaGraph_t g; cudaGraphExec_t ge;
-    CK(cudaStreamBeginCapture(g_st, cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < N; i++) fn(i);
-    CK(cudaStreamEndCapture(g_st, &g));
-    CK(cudaGraphInstantiate(&ge, g, 0));
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
-    std::vector<float> t;
-    for (int r = 0; r < 7; r++) {
-        CK(cudaEventRecord(e0, g_st)); CK(cudaGraphLaunch(ge, g_st)); CK(cudaEventRecord(e1, g_st)); CK(cudaEventSynchronize(e1));
-        float ms; CK(cudaEventElapsedTime(&ms, e0, e1)); t.push_back(ms);
-    }
-    CK(cudaGetLastError());
-    cudaGraphExecDestroy(ge); cudaGraphDestroy(g);
-    std::sort(t.begin(), t.end());
-    return t[3] * 1e3f / N;
-}
 
 static qbuf qbuf_alloc(int K) {
     qbuf q;
@@ -62,7 +31,7 @@ template <int WT, int NU, int RB, int T> static void gq_launch(const gemv_args &
         shown = true;
     }
     int rpw = 32 / gemv_lanes(a.K), per = (T / 32) * rpw * RB, need = (a.total_rows + per - 1) / per;
-    lpdl(k_gemv_q<WT, NU, RB, T>, std::min(need, g_nsm * std::max(occ, 1)), T, 0, g_st, a, q);
+    lab_launch_pdl(k_gemv_q<WT, NU, RB, T>, std::min(need, g_nsm * std::max(occ, 1)), T, 0, g_st, a, q);
 }
 
 static void tma_launch(const gemv_args &a, const qbuf &q0, int type, int tile_kb, int nst, bool self = false) {
@@ -76,8 +45,8 @@ static void tma_launch(const gemv_args &a, const qbuf &q0, int type, int tile_kb
     int grid = std::min(nt, g_nsm * std::max(occ, 1));
     static int shown = 0;
     if (shown < 12) { printf("  [tma: TR %d, %d tiles, %d stages, %zu B smem, %d blocks/SM, grid %d]\n", TR, nt, nst, smem, occ, grid); shown++; }
-    if (type == GT_Q4_K) lpdl(k_gemv_tma<GT_Q4_K>, grid, TMA_THREADS, smem, g_st, a, q, TR, nst, nt);
-    else lpdl(k_gemv_tma<GT_Q6_K>, grid, TMA_THREADS, smem, g_st, a, q, TR, nst, nt);
+    if (type == GT_Q4_K) lab_launch_pdl(k_gemv_tma<GT_Q4_K>, grid, TMA_THREADS, smem, g_st, a, q, TR, nst, nt);
+    else lab_launch_pdl(k_gemv_tma<GT_Q6_K>, grid, TMA_THREADS, smem, g_st, a, q, TR, nst, nt);
 }
 
 static void run_case(const char *name, int type, int rows, int cols) {
@@ -110,7 +79,7 @@ static void run_case(const char *name, int type, int rows, int cols) {
     a.pro = PRO_RMSNORM; a.x = dx; a.K = cols; a.g = dg; a.eps = 1e-6f;
     int nu = cols / 32 / gemv_lanes(cols);
     int N = rows > 100000 ? 10 : 100;
-    auto qact_launch = [&]() { lpdl(k_qact, 1, QACT_THREADS, (size_t)cols * 4, g_st, a, q); };
+    auto qact_launch = [&]() { lab_launch_pdl(k_qact, 1, QACT_THREADS, (size_t)cols * 4, g_st, a, q); };
     const int NV = 14;
     const char *vn[NV] = {"old k_gemv", "pair RB1 T256", "pair RB2 T256", "pair RB4 T256", "pair RB2 T512", "pair RB1 T128",
                           "q-only RB2 T256", "q-only RB1 T256", "tma-only 16K x4", "tma-only 32K x4", "pair tma 16Kx4", "pair tma 32Kx4",
@@ -155,7 +124,7 @@ static void run_case(const char *name, int type, int rows, int cols) {
         CK(cudaGetLastError());
         CK(cudaMemcpy(y.data(), dy, rows * 4, cudaMemcpyDeviceToHost));
         double ma, re = lab_relerr(yref.data(), y.data(), rows, &ma);
-        float us = graph_us([&](int i) { variant(v, i); }, N);
+        float us = lab_graph_us(g_st, [&](int i) { variant(v, i); }, N);
         printf("%-22s %-16s %s rel.err %.2e %8.2f us %6.0f GB/s\n", name, vn[v], re < 2e-2 ? "OK  " : "FAIL", re, us, mb / (us * 1e-6) / 1e9);
         fflush(stdout);
     }
@@ -200,30 +169,35 @@ static void run_moe() {
         } else if (variant == 1) {
             gemv_args p = {};
             p.pro = PRO_RMSNORM; p.x = dx; p.K = H; p.g = dg; p.eps = 1e-6f;
-            lpdl(k_qact, 1, QACT_THREADS, (size_t)H * 4, g_st, p, q1);
-            lpdl(k_moe_gateup_q<GT_Q4_K, 2>, gu_grid, MOE_GU_THREADS, 0, g_st, a, q1);
+            lab_launch_pdl(k_qact, 1, QACT_THREADS, (size_t)H * 4, g_st, p, q1);
+            lab_launch_pdl(k_moe_gateup_q<GT_Q4_K, 2>, gu_grid, MOE_GU_THREADS, 0, g_st, a, q1);
             gemv_args ph = {};
             ph.pro = PRO_PLAIN; ph.x = dh; ph.K = kf;
-            lpdl(k_qact, 1, QACT_THREADS, (size_t)kf * 4, g_st, ph, q2);
-            lpdl(k_moe_down_q<GT_Q6_K, 1>, (H + 7) / 8, MOE_DOWN_THREADS, 0, g_st, a, q2);
+            lab_launch_pdl(k_qact, 1, QACT_THREADS, (size_t)kf * 4, g_st, ph, q2);
+            lab_launch_pdl(k_moe_down_q<GT_Q6_K, 1>, (H + 7) / 8, MOE_DOWN_THREADS, 0, g_st, a, q2);
         } else {
-            int TR = variant == 2 ? 8 : 16, NST = 4;
+            /* 2: TR 8 with a k_qact of h; 3: TR 16; 4: TR 8, gate/up writes the q8 of h itself */
+            int TR = variant == 3 ? 16 : 8, NST = 4;
+            qbuf hq = q2;
+            if (variant != 4) hq.xq = NULL;
             gemv_args p = {};
             p.pro = PRO_RMSNORM; p.x = dx; p.K = H; p.g = dg; p.eps = 1e-6f;
-            lpdl(k_qact, 1, QACT_THREADS, (size_t)H * 4, g_st, p, q1);
+            lab_launch_pdl(k_qact, 1, QACT_THREADS, (size_t)H * 4, g_st, p, q1);
             size_t s1 = (size_t)NST * 2 * TR * tma_row_bytes(GT_Q4_K, H);
-            int o1 = 0, nt1 = K * FF / TR + FS / TR;
+            int o1 = 0, nt1 = (K * FF / TR + FS / TR) / (32 / TR);
             cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o1, k_moe_gateup_tma<GT_Q4_K>, TMA_THREADS, s1);
-            lpdl(k_moe_gateup_tma<GT_Q4_K>, std::min(nt1, g_nsm * std::max(o1, 1)), TMA_THREADS, s1, g_st, a, q1, TR, NST);
-            gemv_args ph = {};
-            ph.pro = PRO_PLAIN; ph.x = dh; ph.K = kf;
-            lpdl(k_qact, 1, QACT_THREADS, (size_t)kf * 4, g_st, ph, q2);
+            lab_launch_pdl(k_moe_gateup_tma<GT_Q4_K>, std::min(nt1, g_nsm * std::max(o1, 1)), TMA_THREADS, s1, g_st, a, q1, TR, NST, hq);
+            if (variant != 4) {
+                gemv_args ph = {};
+                ph.pro = PRO_PLAIN; ph.x = dh; ph.K = kf;
+                lab_launch_pdl(k_qact, 1, QACT_THREADS, (size_t)kf * 4, g_st, ph, q2);
+            }
             int NST2 = TR == 16 ? 3 : 4;
             size_t s2 = (size_t)NST2 * (K + 1) * TR * tma_row_bytes(GT_Q6_K, FF);
             int o2 = 0, nt2 = H / TR;
             cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o2, k_moe_down_tma<GT_Q6_K>, TMA_THREADS, s2);
             if (i == 0) printf("  [moe tma TR %d: gateup %zu B smem %d blocks/SM, %d tiles; down %zu B smem %d blocks/SM, %d tiles]\n", TR, s1, o1, nt1, s2, o2, nt2);
-            lpdl(k_moe_down_tma<GT_Q6_K>, std::min(nt2, g_nsm * std::max(o2, 1)), TMA_THREADS, s2, g_st, a, q2, TR, NST2);
+            lab_launch_pdl(k_moe_down_tma<GT_Q6_K>, std::min(nt2, g_nsm * std::max(o2, 1)), TMA_THREADS, s2, g_st, a, q2, TR, NST2);
         }
     };
     double ssx = 0; for (float v : x) ssx += (double)v * v;
@@ -251,15 +225,15 @@ static void run_moe() {
     }
     CK(cudaFuncSetAttribute(k_moe_gateup_tma<GT_Q4_K>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
     CK(cudaFuncSetAttribute(k_moe_down_tma<GT_Q6_K>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
-    for (variant = 0; variant <= 3; variant++) {
+    for (variant = 0; variant <= 4; variant++) {
         CK(cudaMemset(dout, 0, H * 4));
         launch(0);
         CK(cudaStreamSynchronize(g_st)); CK(cudaGetLastError());
         CK(cudaMemcpy(out.data(), dout, H * 4, cudaMemcpyDeviceToHost));
         double ma, re = lab_relerr(ref.data(), out.data(), H, &ma);
-        float us = graph_us(launch, 100);
+        float us = lab_graph_us(g_st, launch, 100);
         double bytes = K * (lab_gmat_bytes(G) + lab_gmat_bytes(U) + lab_gmat_bytes(D)) / E + lab_gmat_bytes(SG) + lab_gmat_bytes(SU) + lab_gmat_bytes(SD);
-        printf("moe decode %-34s %s rel.err %.2e %8.2f us %6.0f GB/s\n", variant == 0 ? "old k_moe_gateup+k_moe_down" : variant == 1 ? "qact+gateup_q+qact(h)+down_q (PDL)" : variant == 2 ? "tma TR8 x4 (qact, gateup, qact, down)" : "tma TR16 x4",
+        printf("moe decode %-34s %s rel.err %.2e %8.2f us %6.0f GB/s\n", variant == 0 ? "old k_moe_gateup+k_moe_down" : variant == 1 ? "qact+gateup_q+qact(h)+down_q (PDL)" : variant == 2 ? "tma TR8 x4 (qact, gateup, qact, down)" : variant == 3 ? "tma TR16 x4" : "tma TR8 x4, gateup writes q8(h)",
                re < 3e-2 ? "OK  " : "FAIL", re, us, bytes / (us * 1e-6) / 1e9);
         fflush(stdout);
     }

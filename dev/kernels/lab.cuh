@@ -59,6 +59,38 @@ template <typename F> static float lab_time_ms(F fn, int reps = 50) {
     return t[t.size() / 2];
 }
 
+/* Launch with programmatic dependent launch allowed (what decode does). */
+template <typename... KArgs, typename... Args>
+static void lab_launch_pdl(void (*kern)(KArgs...), int grid, int block, size_t smem, cudaStream_t st, Args... args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(grid); cfg.blockDim = dim3(block); cfg.dynamicSmemBytes = smem; cfg.stream = st;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at; cfg.numAttrs = 1;
+    CK(cudaLaunchKernelEx(&cfg, kern, args...));
+}
+
+/* Per-launch µs of N launches of fn(i) captured in one CUDA graph (median of 7 replays). */
+template <typename F> static float lab_graph_us(cudaStream_t st, F fn, int N) {
+    cudaGraph_t g; cudaGraphExec_t ge;
+    CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < N; i++) fn(i);
+    CK(cudaStreamEndCapture(st, &g));
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
+    std::vector<float> t;
+    for (int r = 0; r < 7; r++) {
+        CK(cudaEventRecord(e0, st)); CK(cudaGraphLaunch(ge, st)); CK(cudaEventRecord(e1, st)); CK(cudaEventSynchronize(e1));
+        float ms; CK(cudaEventElapsedTime(&ms, e0, e1)); t.push_back(ms);
+    }
+    CK(cudaGetLastError());
+    cudaGraphExecDestroy(ge); cudaGraphDestroy(g);
+    std::sort(t.begin(), t.end());
+    return t[3] * 1e3f / N;
+}
+
 /* ‖got − ref‖ / ‖ref‖ and max abs error. */
 static inline double lab_relerr(const float *ref, const float *got, size_t n, double *maxabs) {
     double num = 0, den = 0, ma = 0;

@@ -96,6 +96,25 @@ static void check_close(const char *what, const float *ref, const float *got, in
     check(ok, "%s: top-1 %d/%d, mean KL %.2e, max |d| %.4f (max |ref| %.2f)", what, s.top1, rows, s.mean_kl, s.max_abs, s.max_ref);
 }
 
+/* As check_close, for a quantized-activation path (decode: q8 per 32): when a yardstick is given
+ * (the CPU backend's own decode on the same weights, q8_K activations as in llama.cpp), the path
+ * also passes if it is no further from the fp32 reference than that: top-1 at most one row fewer
+ * and mean KL at most twice the yardstick's (+1e-4). The max |d| bound always applies, so a
+ * broken path still fails. */
+static void check_close_yard(const char *what, const float *ref, const float *got, int rows, int V, const cmp_stats *yard) {
+    cmp_stats s = compare(ref, got, rows, V);
+    int miss = rows - s.top1, allowed = rows / 100 > 1 ? rows / 100 : 1;
+    int sane = s.max_abs <= 0.35 * s.max_ref;
+    int abs_ok = miss <= allowed && s.mean_kl <= 5e-3;
+    int yard_ok = yard && s.top1 >= yard->top1 - 1 && s.mean_kl <= 2 * yard->mean_kl + 1e-4;
+    if (yard)
+        check(sane && (abs_ok || yard_ok), "%s: top-1 %d/%d, mean KL %.2e, max |d| %.4f (max |ref| %.2f); CPU backend: top-1 %d/%d, mean KL %.2e",
+              what, s.top1, rows, s.mean_kl, s.max_abs, s.max_ref, yard->top1, yard->rows, yard->mean_kl);
+    else
+        check(sane && abs_ok, "%s: top-1 %d/%d, mean KL %.2e, max |d| %.4f (max |ref| %.2f)", what, s.top1, rows, s.mean_kl, s.max_abs,
+              s.max_ref);
+}
+
 static void rand_tokens(int32_t *t, int n, int V, uint64_t seed) {
     for (int i = 0; i < n; i++) t[i] = (int32_t)(qsyn_mix(seed + (uint64_t)i) % (uint64_t)V);
 }
@@ -157,7 +176,23 @@ static void test_vs_ref(const char *preset, int n, int chunk, int greedy) {
         for (int i = 0; i < n && st == LL_OK; i++) st = be->v->forward(be, s, tok + i, 1, LL_LOGITS_ALL, got + (size_t)i * V);
         check(st == LL_OK, "%s: decode %d tokens one by one", preset, n);
         snprintf(what, sizeof(what), "%s: decode logits vs fp32 reference", preset);
-        if (st == LL_OK) check_close(what, ref, got, n, V);
+        cmp_stats yard, *yp = NULL;
+#ifdef HAVE_CPU_BACKEND
+        {
+            ll_backend *cpu = NULL;
+            ll_seq *cs = NULL;
+            float *cl = malloc((size_t)n * V * 4);
+            if (cpu_backend_new(m, NULL, &cpu) == LL_OK && cpu->v->seq_new(cpu, n + 4, &cs) == LL_OK) {
+                ll_status cst = LL_OK;
+                for (int i = 0; i < n && cst == LL_OK; i++) cst = cpu->v->forward(cpu, cs, tok + i, 1, LL_LOGITS_ALL, cl + (size_t)i * V);
+                if (cst == LL_OK) { yard = compare(ref, cl, n, V); yp = &yard; }
+                cpu->v->seq_free(cpu, cs);
+            }
+            if (cpu) ll_backend_free(cpu);
+            free(cl);
+        }
+#endif
+        if (st == LL_OK) check_close_yard(what, ref, got, n, V, yp);
         be->v->seq_free(be, s);
         ll_backend_free(be);
     }
@@ -198,9 +233,10 @@ static void test_long(const char *preset, int P, int chunk) {
     qwen_model *m = NULL;
     if (qwen_model_synthetic(preset, 9, &m) != LL_OK) { check(0, "synthetic: %s", ll_errmsg()); return; }
     int V = m->hp.n_vocab;
-    int32_t *tok = malloc((size_t)(P + 1) * 4);
-    rand_tokens(tok, P + 1, V, 17);
-    float *l1 = malloc((size_t)V * 4), *l2 = malloc((size_t)V * 4), *l3 = malloc((size_t)4 * V * 4), *l4 = malloc((size_t)4 * V * 4);
+    const int ND = 8; /* decoded rows compared with the prefill path (a mean over one row is noise) */
+    int32_t *tok = malloc((size_t)(P + ND) * 4);
+    rand_tokens(tok, P + ND, V, 17);
+    float *l1 = malloc((size_t)ND * V * 4), *l2 = malloc((size_t)ND * V * 4), *l3 = malloc((size_t)4 * V * 4), *l4 = malloc((size_t)4 * V * 4);
     ll_backend *be = mk_backend(m, chunk);
     if (!be) return;
     ll_seq *s = NULL, *s2 = NULL;
@@ -212,11 +248,12 @@ static void test_long(const char *preset, int P, int chunk) {
     void *snap = malloc(nb);
     st = be->v->seq_save(be, s, snap, nb);
     check(st == LL_OK, "seq_save at %d: %zu bytes", P, nb);
-    be->v->forward(be, s, tok + P, 1, LL_LOGITS_LAST, l1);
-    be->v->forward(be, s2, tok, P + 1, LL_LOGITS_LAST, l2);
+    for (int i = 0; i < ND; i++) be->v->forward(be, s, tok + P + i, 1, LL_LOGITS_LAST, l1 + (size_t)i * V);
+    be->v->forward(be, s2, tok, P, LL_LOGITS_NONE, NULL);
+    be->v->forward(be, s2, tok + P, ND, LL_LOGITS_ALL, l2);
     char what[128];
-    snprintf(what, sizeof(what), "%s: decode at position %d vs prefill of %d tokens", preset, P, P + 1);
-    check_close(what, l2, l1, 1, V);
+    snprintf(what, sizeof(what), "%s: decode at positions %d..%d vs prefill (%d tokens, then a chunk of %d)", preset, P, P + ND - 1, P, ND);
+    check_close(what, l2, l1, ND, V);
     /* save/load: continue 4 tokens twice from the snapshot */
     for (int k = 0; k < 2; k++) {
         st = be->v->seq_load(be, s, snap, nb);
@@ -344,7 +381,18 @@ static void test_fixture(const char *name, int chunk) {
         if (st == LL_OK) st = cuda_backend_generate(be, s, -1, NG, gen);
         int agree = 0;
         while (st == LL_OK && agree < NG && gen[agree] == ((const int32_t *)tg->data)[agree]) agree++;
-        check(agree == NG, "fixture %s: greedy continuation %d/%d tokens equal HF's", name, agree, NG);
+        /* HF's greedy run has no logits: the fp32 host reference (ref_model.h) replays it, must pick
+         * the same tokens, and gives the top-2 gap of each step; the GPU (bf16 weights and GEMM
+         * operands, q8 decode activations) must agree up to the first step closer than GREEDY_TIE */
+        int32_t *rg = malloc((size_t)NG * 4);
+        float *gap = malloc((size_t)NG * 4), *rl = malloc((size_t)T * V * 4);
+        ref_run(m, tok, T, rl, NG, rg, gap);
+        int ref_same = !memcmp(rg, tg->data, (size_t)NG * 4), tie = 0;
+        while (tie < NG && gap[tie] >= GREEDY_TIE) tie++;
+        check(st == LL_OK && ref_same && agree >= tie,
+              "fixture %s: greedy continuation %d/%d tokens equal HF's (fp32 reference %s HF; its first near-tie at step %d, gap %.3f)",
+              name, agree, NG, ref_same ? "equals" : "DIFFERS FROM", tie, tie < NG ? gap[tie] : 0.0f);
+        free(rg); free(gap); free(rl);
         free(gen);
         be->v->seq_free(be, s);
         ll_backend_free(be);

@@ -38,6 +38,7 @@ extern "C" {
 #include <stdlib.h>
 
 #include "k_attn.cuh"
+#include "k_attn_dec.cuh"
 #include "k_gdn.cuh"
 #include "k_gemm.cuh"
 #include "k_gemv.cuh"
@@ -110,6 +111,8 @@ struct cu_backend {
     int gq_rb;                            /* k_gemv_q rows per warp batch (LILAC_CUDA_GQ_RB: 1, 2, 4) */
     qbuf q1, q2;
     int tma, tma_kb, tma_st, tma_self;              /* bulk-copy GEMV (LILAC_CUDA_TMA=1 on), tile KB, stages, self-quantizing */
+    int fuse_hq;                          /* MoE gate/up writes the q8 of h (no k_qact before down) */
+    int fd_ns;                            /* splits of the flash-decoding attention kernel (0: the older kernel) */
     int moe_tma, moe_tr;                  /* bulk-copy MoE kernels (LILAC_CUDA_MOE_TMA=0 off), rows per tile */                          /* decode: quantized activations [Kmax] (two, alternating, see decode_step) */
     size_t alloc_bytes, mem_peak;
     void **allocs; size_t n_allocs, cap_allocs;
@@ -558,7 +561,7 @@ static int moe_tma_launch(cu_backend *b, const moe_args &ma, int kf) {
     int TR = b->moe_tr, g1 = ma.gate.type, g2 = ma.down.type;
     if (!b->moe_tma || TR < 1 || (g1 != GT_Q4_K && g1 != GT_Q6_K) || (g2 != GT_Q4_K && g2 != GT_Q6_K)) return 0;
     if (ma.up.type != g1 || (ma.FS && (ma.sgate.type != g1 || ma.sup.type != g1 || ma.sdown.type != g2 || ma.FS != ma.FF))) return 0;
-    if (ma.FF % TR || ma.FS % TR || ma.H % TR || ma.H % 256 || ma.FF % 256 || ma.k + 1 > QK_MAX_TOPK) return 0;
+    if (32 % TR || ma.FF % 32 || ma.FS % 32 || ma.H % TR || ma.H % 256 || ma.FF % 256 || ma.k + 1 > QK_MAX_TOPK) return 0;
     size_t st1 = (size_t)2 * TR * tma_row_bytes(g1, ma.H), st2 = (size_t)(ma.k + 1) * TR * tma_row_bytes(g2, ma.FF);
     int n1 = tma_stages(st1), n2 = tma_stages(st2), o1 = 0, o2 = 0;
     if (n1 < 1 || n2 < 1) return 0;
@@ -567,15 +570,20 @@ static int moe_tma_launch(cu_backend *b, const moe_args &ma, int kf) {
     if (g2 == GT_Q4_K) cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o2, k_moe_down_tma<GT_Q4_K>, TMA_THREADS, n2 * st2);
     else cudaOccupancyMaxActiveBlocksPerMultiprocessor(&o2, k_moe_down_tma<GT_Q6_K>, TMA_THREADS, n2 * st2);
     if (o1 < 1 || o2 < 1) return 0;
-    int nt1 = ma.k * (ma.FF / TR) + ma.FS / TR, nt2 = ma.H / TR;
+    int nt1 = (ma.k * (ma.FF / TR) + ma.FS / TR) / (32 / TR), nt2 = ma.H / TR; /* gate/up: groups of 32 rows */
     int gr1 = nt1 < b->nsm * o1 ? nt1 : b->nsm * o1, gr2 = nt2 < b->nsm * o2 ? nt2 : b->nsm * o2;
     prof_begin(b);
-    if (g1 == GT_Q4_K) launch_pdl(b, k_moe_gateup_tma<GT_Q4_K>, dim3(gr1), dim3(TMA_THREADS), n1 * st1, ma, b->q1, TR, n1);
-    else launch_pdl(b, k_moe_gateup_tma<GT_Q6_K>, dim3(gr1), dim3(TMA_THREADS), n1 * st1, ma, b->q1, TR, n1);
+    /* the gate/up kernel writes the q8 of h itself (LILAC_CUDA_HQ=0: a separate k_qact) */
+    qbuf hq = b->q2;
+    if (!b->fuse_hq) hq.xq = NULL;
+    if (g1 == GT_Q4_K) launch_pdl(b, k_moe_gateup_tma<GT_Q4_K>, dim3(gr1), dim3(TMA_THREADS), n1 * st1, ma, b->q1, TR, n1, hq);
+    else launch_pdl(b, k_moe_gateup_tma<GT_Q6_K>, dim3(gr1), dim3(TMA_THREADS), n1 * st1, ma, b->q1, TR, n1, hq);
     prof_end(b, "moe.gateup", b->moe_gu_bytes, 2 * b->moe_gu_bytes);
     prof_begin(b);
-    gemv_args qh = gemv_make(PRO_PLAIN, b->h, kf, NULL, ma.eps);
-    launch_qact(b, qh, b->q2);
+    if (!b->fuse_hq) {
+        gemv_args qh = gemv_make(PRO_PLAIN, b->h, kf, NULL, ma.eps);
+        launch_qact(b, qh, b->q2);
+    }
     if (g2 == GT_Q4_K) launch_pdl(b, k_moe_down_tma<GT_Q4_K>, dim3(gr2), dim3(TMA_THREADS), n2 * st2, ma, b->q2, TR, n2);
     else launch_pdl(b, k_moe_down_tma<GT_Q6_K>, dim3(gr2), dim3(TMA_THREADS), n2 * st2, ma, b->q2, TR, n2);
     prof_end(b, "moe.down", b->moe_d_bytes, 2 * b->moe_d_bytes);
@@ -620,9 +628,19 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
             k_attn_prep<<<dim3(NH + 2 * NKV, 1), HD, 0, b->st>>>(pa);
             prof_end(b, "attn.prep", 0, 0);
             attn_dec_args da = {b->q, kc, vc, s->part_o, s->part_ml, b->qg, b->att, s->d_pos, NH, NKV, HD, s->n_ctx, s->CH};
-            size_t smem = attn_decode_smem(NH / NKV, HD, s->CH);
             prof_begin(b);
-            k_attn_decode<<<dim3(NKV, s->max_splits), 256, smem, b->st>>>(da);
+            if (b->fd_ns) { /* flash-decoding kernel, a fixed number of splits (k_attn_dec.cuh) */
+                int ns = LL_MIN(b->fd_ns, s->max_splits);
+                da.CH = 0;
+                da.nsplit = ns;
+                size_t fsm = attn_fd_smem(HD);
+                if (HD == 256) k_attn_decode_fd<8><<<dim3(NKV, ns), FD_WARPS * 32, fsm, b->st>>>(da);
+                else if (HD == 128) k_attn_decode_fd<4><<<dim3(NKV, ns), FD_WARPS * 32, fsm, b->st>>>(da);
+                else k_attn_decode_fd<2><<<dim3(NKV, ns), FD_WARPS * 32, fsm, b->st>>>(da);
+            } else {
+                size_t smem = attn_decode_smem(NH / NKV, HD, s->CH);
+                k_attn_decode<<<dim3(NKV, s->max_splits), 256, smem, b->st>>>(da);
+            }
             k_attn_combine<<<NH, ATT_COMB_THREADS, 0, b->st>>>(da);
             prof_end(b, "attn.decode", (double)(s->pos + 1) * NKV * HD * 4, 0);
             gemv_args o = gemv_make(PRO_PLAIN, b->att, NH * HD, NULL, eps);
@@ -652,7 +670,9 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
         gemv_args r = gemv_make(PRO_RMSNORM, b->x, H, L.ffn_norm, eps);
         gemv_add(r, L.router, b->rl, EPI_STORE);
         if (hp.n_ff_shexp) gemv_add(r, L.shgate, b->rl + E, EPI_STORE);
-        r.exact = 1; /* fp32 router logits (the q8 path ignores it) */
+        /* fp32 router logits: BF16 rows already dot the fp32 input in the register-prefetching path
+         * (weights loaded before the wait); quantized router weights need the slower exact path */
+        r.exact = !(L.router.type == GT_BF16 && (!hp.n_ff_shexp || L.shgate.type == GT_BF16));
         launch_gemv(b, r, "moe.router_gemv", &b->q1); /* q1 = quantized ffn-normed x, read by gate/up too */
         moe_args ma = {b->x, L.ffn_norm, eps, H, E, hp.n_expert_used, hp.n_ff_exp, hp.n_ff_shexp, b->rl,
                        L.egate, L.eup, L.edown, L.sgate, L.sup, L.sdown, b->h, b->x, NULL, NULL};
@@ -1148,6 +1168,25 @@ static ll_status cu_init(cu_backend *b) {
     CU_TRY(cudaFuncSetAttribute(k_moe_down_tma<GT_Q6_K>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
     CU_TRY(cudaFuncSetAttribute(k_moe_down, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024));
     CU_TRY(cudaFuncSetAttribute(k_attn_decode, cudaFuncAttributeMaxDynamicSharedMemorySize, 160 * 1024));
+    /* flash-decoding attention: G <= 8 query heads per kv head, head_dim 64/128/256; as many
+     * splits per kv head as fill the GPU once (LILAC_CUDA_ATTN_FD=0: the older kernel) */
+    b->fd_ns = 0;
+    if (!(getenv("LILAC_CUDA_ATTN_FD") && !atoi(getenv("LILAC_CUDA_ATTN_FD"))) && hp.n_head_kv > 0 &&
+        hp.n_head / hp.n_head_kv <= FD_G && (hp.head_dim == 256 || hp.head_dim == 128 || hp.head_dim == 64)) {
+        int occ = 0, HDd = hp.head_dim;
+        size_t fsm = attn_fd_smem(HDd);
+        if (HDd == 256) {
+            CU_TRY(cudaFuncSetAttribute(k_attn_decode_fd<8>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fsm));
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_attn_decode_fd<8>, FD_WARPS * 32, fsm);
+        } else if (HDd == 128) {
+            CU_TRY(cudaFuncSetAttribute(k_attn_decode_fd<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fsm));
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_attn_decode_fd<4>, FD_WARPS * 32, fsm);
+        } else {
+            CU_TRY(cudaFuncSetAttribute(k_attn_decode_fd<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fsm));
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_attn_decode_fd<2>, FD_WARPS * 32, fsm);
+        }
+        if (occ >= 1) b->fd_ns = LL_MAX(1, b->nsm * occ / hp.n_head_kv);
+    }
     LL_TRY(upload_mat(b, &m->tok_embd, 1, lazy, seed, &b->tok_embd));
     LL_TRY(upload_mat(b, &m->lm_head, 1, lazy, seed, &b->lm_head));
     double lm_bytes = b->weight_bytes - gmat_bytes(b->tok_embd);
@@ -1233,6 +1272,7 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     b->tma_self = getenv("LILAC_CUDA_TMA_SELF") && atoi(getenv("LILAC_CUDA_TMA_SELF"));
     b->moe_tma = !(getenv("LILAC_CUDA_MOE_TMA") && !atoi(getenv("LILAC_CUDA_MOE_TMA")));
     b->moe_tr = getenv("LILAC_CUDA_MOE_TR") ? atoi(getenv("LILAC_CUDA_MOE_TR")) : 8;
+    b->fuse_hq = !(getenv("LILAC_CUDA_HQ") && !atoi(getenv("LILAC_CUDA_HQ")));
     b->tma_kb = getenv("LILAC_CUDA_TMA_KB") ? LL_MAX(1, atoi(getenv("LILAC_CUDA_TMA_KB"))) : 16;
     b->tma_st = getenv("LILAC_CUDA_TMA_ST") ? LL_MIN(TMA_MAX_ST, LL_MAX(1, atoi(getenv("LILAC_CUDA_TMA_ST")))) : 4;
     ll_status st = cu_init(b);

@@ -93,7 +93,8 @@ struct attn_dec_args {
     const float *qg;              /* [NH*2*HD] (gate part used by combine) */
     float *out;                   /* [NH*HD] gated attention output */
     const int *pos;               /* the current token's position (keys 0..pos) */
-    int NH, NKV, HD, n_ctx, CH;
+    int NH, NKV, HD, n_ctx, CH;   /* CH: positions per split of k_attn_decode; 0: fixed splits (k_attn_dec.cuh) */
+    int nsplit;                   /* CH == 0: number of splits */
 };
 
 /* dynamic smem: attn_decode_smem(G, HD, CH) bytes. The block's K and V rows are first copied to
@@ -195,7 +196,7 @@ __global__ void __launch_bounds__(ATT_COMB_THREADS) k_attn_combine(const attn_de
     __shared__ float part[ATT_COMB_THREADS];
     int h = blockIdx.x, HD = a.HD, tid = threadIdx.x;
     pdl_trigger();
-    int n = *a.pos + 1, ns = (n + a.CH - 1) / a.CH;
+    int n = *a.pos + 1, ns = a.CH ? (n + a.CH - 1) / a.CH : a.nsplit;
     float m = -INFINITY;
     for (int s = tid; s < ns; s += blockDim.x) m = fmaxf(m, a.part_ml[((long)s * a.NH + h) * 2]);
     m = warp_max(m);

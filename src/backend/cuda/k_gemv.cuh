@@ -68,21 +68,24 @@ __device__ __forceinline__ float block_sum(float v, float *red) {
 }
 
 /* Quantizes xf[K] (already in shared memory) into xq/dx/s16, one warp per 32-element block. */
+/* One 32-element group of the q8 activation, one value per lane (l = lane): xq[0..32), its scale
+ * dx[0] and the two scaled 16-element sums s16[0..2) (layout in cu_common.cuh). Whole warp. */
+__device__ __forceinline__ void q8_group(float v, int l, int8_t *xq, float *dx, float *s16) {
+    float amax = warp_max(fabsf(v));
+    float d = amax * (1.0f / 127.0f), id = amax > 0.0f ? 127.0f / amax : 0.0f;
+    int q = __float2int_rn(v * id);
+    xq[l] = (int8_t)q;
+    float s = (float)q;
+#pragma unroll
+    for (int o = 8; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (l == 0) dx[0] = d;
+    if ((l & 15) == 0) s16[l >> 4] = d * s;
+}
+
 __device__ __forceinline__ void qact_quantize(const float *xf, int8_t *xq, float *dx, float *s16, int K) {
     int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5;
 #pragma unroll 4
-    for (int b = w; b < K / 32; b += nw) {
-        float v = xf[32 * b + l];
-        float amax = warp_max(fabsf(v));
-        float d = amax * (1.0f / 127.0f), id = amax > 0.0f ? 127.0f / amax : 0.0f;
-        int q = __float2int_rn(v * id);
-        xq[32 * b + l] = (int8_t)q;
-        float s = (float)q;
-#pragma unroll
-        for (int o = 8; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-        if (l == 0) dx[b] = d;
-        if ((l & 15) == 0) s16[2 * b + (l >> 4)] = d * s;
-    }
+    for (int b = w; b < K / 32; b += nw) q8_group(xf[32 * b + l], l, xq + 32 * b, dx + b, s16 + 2 * b);
 }
 
 /* Prologue: xf = transform(x), then quantize. red: 32 floats. */
@@ -208,8 +211,7 @@ struct moe_args {
     float *h;              /* [k*FF + FS] SwiGLU activations */
     float *out;            /* [H] (down: out += moe) */
     int *ids_out;          /* [k] optional: chosen experts */
-    float *w_out;          /* [k] optional */
-};
+    float *w_out;          /* [k] optional */};
 
 /* h[s*FF + r] = silu(gate_e[r] x̂) * (up_e[r] x̂) for the k chosen experts e = ids[s], and the shared
  * expert at h[k*FF + r]. Prologue: rmsnorm + quantize + top-k. grid any, block GEMV_THREADS,

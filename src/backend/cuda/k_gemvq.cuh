@@ -425,21 +425,26 @@ __device__ __forceinline__ gmat tma_view(const gmat &W, long r0, int n, int TR, 
 }
 
 /* MoE gate/up + SwiGLU through bulk copies. Tiles: TR rows of one slot's gate AND up (slots: the k
- * chosen experts, then the shared one; FF % TR == 0, FS % TR == 0). Warp 0 computes the top-k after
- * the wait (the router is the kernel just before), then thread 0 requests the first NST tiles.
- * grid <= tiles, block TMA_THREADS, dynamic smem NST * 2 * TR * tma_row_bytes(WT, H). */
+ * chosen experts, then the shared one; FF % 32 == 0, FS % 32 == 0, 32 % TR == 0). A block takes
+ * groups of 32 / TR consecutive tiles, i.e. 32 consecutive rows of h, so that it can also write
+ * their q8 quantization into qh (when qh.xq != NULL): the down kernel then needs no k_qact of its
+ * own (one dependent kernel fewer per layer). Warp 0 computes the top-k after the wait (the router
+ * is the kernel just before), then thread 0 requests the first NST tiles.
+ * grid <= tiles / (32 / TR), block TMA_THREADS, dynamic smem NST * 2 * TR * tma_row_bytes(WT, H). */
 template <int WT>
-__global__ void __launch_bounds__(TMA_THREADS) k_moe_gateup_tma(const moe_args a, const qbuf q, int TR, int NST) {
+__global__ void __launch_bounds__(TMA_THREADS) k_moe_gateup_tma(const moe_args a, const qbuf q, int TR, int NST, const qbuf qh) {
     extern __shared__ __align__(16) unsigned char sm[];
     __shared__ __align__(8) uint64_t bar[TMA_MAX_ST];
     __shared__ int ids[QK_MAX_TOPK];
     __shared__ float wts[QK_MAX_TOPK];
+    __shared__ float hs[2][32];   /* the current group's 32 h values (double-buffered by group parity) */
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
     size_t mat = (size_t)TR * tma_row_bytes(WT, a.H), stage = 2 * mat;
-    int tpe = a.FF / TR, ntiles = a.k * tpe + a.FS / TR;
-    int mine = ntiles > (int)blockIdx.x ? (ntiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
+    int GS = 32 / TR;                                   /* tiles per group */
+    int tpe = a.FF / TR, ntiles = a.k * tpe + a.FS / TR, ngroups = ntiles / GS;
+    int mine = ngroups > (int)blockIdx.x ? ((ngroups - 1 - (int)blockIdx.x) / (int)gridDim.x + 1) * GS : 0;
     auto tile = [&](int i, const gmat **g, const gmat **u, long *r0, int *hrow) {
-        int t = blockIdx.x + i * gridDim.x;
+        int t = (blockIdx.x + (i / GS) * gridDim.x) * GS + i % GS;
         if (t < a.k * tpe) { int sl = t / tpe; *g = &a.gate; *u = &a.up; *r0 = (long)ids[sl] * a.FF + (t % tpe) * TR; *hrow = sl * a.FF + (t % tpe) * TR; }
         else { *g = &a.sgate; *u = &a.sup; *r0 = (long)(t - a.k * tpe) * TR; *hrow = a.k * a.FF + (t - a.k * tpe) * TR; }
     };
@@ -480,12 +485,22 @@ __global__ void __launch_bounds__(TMA_THREADS) k_moe_gateup_tma(const moe_args a
             if (lr < TR) { gv = row_dot_part(G, lr, A, 0, sub, lanes); uv = row_dot_part(U, lr, A, 0, sub, lanes); }
             gv = group_sum(gv, lanes);
             uv = group_sum(uv, lanes);
-            if (lr < TR && sub == 0) a.h[hrow + lr] = silu_f(gv) * uv;
+            if (lr < TR && sub == 0) {
+                float hv = silu_f(gv) * uv;
+                a.h[hrow + lr] = hv;
+                hs[(i / GS) & 1][(i % GS) * TR + lr] = hv;
+            }
         }
         __syncthreads();
         if (threadIdx.x == 0 && i + NST < mine) {
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
             issue(i + NST);
+        }
+        if (qh.xq && warp == 0 && i % GS == GS - 1) { /* the group's 32 rows are done: quantize them */
+            int h0 = hrow - (GS - 1) * TR;
+            float v = hs[(i / GS) & 1][lane];
+            q8_group(v, lane, qh.xq + h0, qh.dx + h0 / 32, qh.s16 + h0 / 16);
+            qh.xf[h0 + lane] = v;
         }
     }
 }

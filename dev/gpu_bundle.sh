@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# dev/gpu_bundle.sh — assembles what one device call needs into .cuda-wt/b.tar.xz (git-ignored):
+# build/lilac, the GPU test binary, the kernel lab, the shared libraries the GPU machine lacks
+# (it has CUDA, libpcre2 and libcurl, not cJSON/utf8proc/libmicrohttpd and their dependencies),
+# the ../shared fixtures the GPU tests read, and dev/gpu_session.sh. Build first, here:
+#   make -j2 CUARCH="-gencode arch=compute_90a,code=sm_90a" && tests/gpu/run.sh --help >/dev/null; make lab
+# then on the device (carry .cuda-wt):
+#   tar xJf .cuda-wt/b.tar.xz -C /tmp/b && /tmp/b/gpu_session.sh test bench-quick
+set -e
+cd "$(dirname "$0")/.."
+B=${BUILD:-build}
+S=${LILAC_SHARED:-../shared}
+W=.cuda-wt/stage
+rm -rf "$W" && mkdir -p "$W/lab" "$W/lib" "$W/shared/fixtures"
+cp "$B/lilac" "$B/tests/gpu/gpu_test" dev/gpu_session.sh "$W/"
+[ -d "$B/lab" ] && [ -z "${NOLAB:-}" ] && cp "$B"/lab/* "$W/lab/"  # NOLAB=1: without the lab (smaller)
+# the libraries the GPU machine lacks (and theirs); everything else lilac links is there
+for n in libcjson.so.1 libutf8proc.so.2 libmicrohttpd.so.12 libgnutls.so.30 libidn2.so.0 libunistring.so.2 \
+         libp11-kit.so.0 libtasn1.so.6 libnettle.so.8 libhogweed.so.6 libgmp.so.10 libffi.so.8 libpcre2-8.so.0; do
+    f=$(ldd "$B/lilac" | awk -v n="$n" '$1 == n {print $3}')
+    [ -n "$f" ] && cp -L "$f" "$W/lib/"
+done
+cp -r "$S/fixtures/tiny" "$S/fixtures/small" "$W/shared/fixtures/"
+tar cJf .cuda-wt/b.tar.xz -C "$W" .
+rm -rf "$W"
+ls -la .cuda-wt/b.tar.xz

@@ -1,0 +1,88 @@
+/*
+ * attn_dec.cu — lab: decode attention, the flash-decoding kernel (k_attn_dec.cuh: fixed splits,
+ * warps streaming 2-position tiles, butterfly all-reduce of the 8 GQA scores) against the older
+ * k_attn_decode (64 positions per block staged in shared memory). NH 16, NKV 2, HD 256, bf16 KV
+ * cache [NKV][n_ctx][HD]; both followed by k_attn_combine (merge + sigmoid gate).
+ * Reference: double-precision softmax attention on the host; contexts 1, 7, 300 (odd splits, empty
+ * splits) and 4K / 32K / 128K (GB/s over the KV bytes; one launch pair, CUDA-event median).
+ */
+#include "lab.cuh"
+#include "../../src/backend/cuda/k_attn_dec.cuh"
+
+static const int NH = 16, NKV = 2, HD = 256, G = NH / NKV;
+
+int main() {
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    const int NCTX = 131072;
+    size_t kvn = (size_t)NKV * NCTX * HD;
+    std::vector<__nv_bfloat16> K(kvn), V(kvn);
+    for (size_t i = 0; i < kvn; i++) { K[i] = __float2bfloat16(lab_uniform(-1, 1)); V[i] = __float2bfloat16(lab_uniform(-1, 1)); }
+    std::vector<float> q(NH * HD), qg(NH * 2 * HD);
+    for (auto &v : q) v = lab_uniform(-0.2f, 0.2f);
+    for (auto &v : qg) v = lab_uniform(-2, 2);
+    __nv_bfloat16 *dk, *dv; float *dq, *dqg, *dpo, *dpml, *dout; int *dpos;
+    CK(cudaMalloc(&dk, kvn * 2)); CK(cudaMalloc(&dv, kvn * 2));
+    CK(cudaMemcpy(dk, K.data(), kvn * 2, cudaMemcpyHostToDevice)); CK(cudaMemcpy(dv, V.data(), kvn * 2, cudaMemcpyHostToDevice));
+    CK(cudaMalloc(&dq, q.size() * 4)); CK(cudaMalloc(&dqg, qg.size() * 4));
+    CK(cudaMemcpy(dq, q.data(), q.size() * 4, cudaMemcpyHostToDevice)); CK(cudaMemcpy(dqg, qg.data(), qg.size() * 4, cudaMemcpyHostToDevice));
+    int CH = 64, maxs = NCTX / CH;
+    CK(cudaMalloc(&dpo, (size_t)maxs * NH * HD * 4)); CK(cudaMalloc(&dpml, (size_t)maxs * NH * 2 * 4));
+    CK(cudaMalloc(&dout, NH * HD * 4)); CK(cudaMalloc(&dpos, 4));
+    size_t fsm = attn_fd_smem(HD);
+    CK(cudaFuncSetAttribute(k_attn_decode_fd<8>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fsm));
+    size_t osm = attn_decode_smem(G, HD, CH);
+    CK(cudaFuncSetAttribute(k_attn_decode, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)osm));
+    int occ = 0;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_attn_decode_fd<8>, FD_WARPS * 32, fsm));
+    cudaFuncAttributes fa;
+    CK(cudaFuncGetAttributes(&fa, k_attn_decode_fd<8>));
+    int NS = std::max(1, prop.multiProcessorCount * occ / NKV);
+    printf("k_attn_decode_fd<8>: %d regs, %zu B local, %d blocks/SM, %d splits per kv head\n", fa.numRegs, (size_t)fa.localSizeBytes, occ, NS);
+    int ctxs[7] = {1, 7, 300, 4096, 32768, 131072, 0};
+    int bad = 0;
+    for (int ci = 0; ctxs[ci]; ci++) {
+        int n = ctxs[ci], pos = n - 1;
+        CK(cudaMemcpy(dpos, &pos, 4, cudaMemcpyHostToDevice));
+        std::vector<float> ref(NH * HD);
+        std::vector<double> sc(n);
+        for (int h = 0; h < NH; h++) {
+            int kv = h / G;
+            double mx = -1e300;
+            for (int j = 0; j < n; j++) {
+                double s = 0;
+                for (int d = 0; d < HD; d++) s += (double)q[h * HD + d] * __bfloat162float(K[((size_t)kv * NCTX + j) * HD + d]);
+                sc[j] = s; mx = std::max(mx, s);
+            }
+            double den = 0;
+            for (int j = 0; j < n; j++) { sc[j] = exp(sc[j] - mx); den += sc[j]; }
+            for (int d = 0; d < HD; d++) {
+                double acc = 0;
+                for (int j = 0; j < n; j++) acc += sc[j] * __bfloat162float(V[((size_t)kv * NCTX + j) * HD + d]);
+                ref[h * HD + d] = (float)(acc / den / (1 + exp(-qg[h * 2 * HD + HD + d])));
+            }
+        }
+        double bytes = 2.0 * NKV * (double)n * HD * 2;
+        for (int v = 0; v < 2; v++) {
+            attn_dec_args a = {dq, dk, dv, dpo, dpml, dqg, dout, dpos, NH, NKV, HD, NCTX, v == 0 ? CH : 0, v == 0 ? 0 : NS};
+            int splits = (n + CH - 1) / CH;
+            auto launch = [&](int) {
+                if (v == 0) k_attn_decode<<<dim3(NKV, splits), 256, osm>>>(a);
+                else k_attn_decode_fd<8><<<dim3(NKV, NS), FD_WARPS * 32, fsm>>>(a);
+                k_attn_combine<<<NH, ATT_COMB_THREADS>>>(a);
+            };
+            CK(cudaMemset(dout, 0xff, NH * HD * 4));
+            launch(0);
+            CK(cudaDeviceSynchronize());
+            std::vector<float> out(NH * HD);
+            CK(cudaMemcpy(out.data(), dout, out.size() * 4, cudaMemcpyDeviceToHost));
+            double ma, re = lab_relerr(ref.data(), out.data(), ref.size(), &ma);
+            bool ok = re < 1e-4;
+            bad += !ok;
+            float ms = lab_time_ms(launch, 30);
+            printf("attn decode ctx %6d %-4s %s rel.err %.2e  %7.1f us  %5.0f GB/s (KV)\n", n, v == 0 ? "old" : "fd", ok ? "OK  " : "FAIL", re,
+                   ms * 1e3, bytes / (ms * 1e-3) / 1e9);
+        }
+    }
+    return bad ? 1 : 0;
+}
