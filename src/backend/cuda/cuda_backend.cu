@@ -40,6 +40,7 @@ extern "C" {
 #include "k_attn.cuh"
 #include "k_gdn.cuh"
 #include "k_gdn_chunk.cuh"
+#include "k_flash2.cuh"
 #include "k_gemm.cuh"
 #include "k_gemv.cuh"
 #include "k_gemvq.cuh"
@@ -122,6 +123,9 @@ struct cu_backend {
     size_t host_bytes;
     /* memory accounting for `lilac bench` (bytes): weights on the device, scratch, live sequences */
     size_t wdev_bytes, scratch_bytes, seq_bytes, seq_bytes_peak;
+    int flash2;                           /* LILAC_CUDA_FLASH2=1: k_flash2_prefill (mma.sync, GQA-packed) */
+    int gemm_bm, gemm_mb, gemm_red4;               /* prefill GEMM row tile (LILAC_CUDA_GEMM_BM: 64, 128) and vector
+                                           * atomics in the MoE down scatter (LILAC_CUDA_GEMM_RED4) */
     int gdn_chunk;                        /* 1 (default): chunked GDN prefill (k_gdn_chunk.cuh);
                                            * LILAC_CUDA_GDN_CHUNK=0: the token-serial k_gdn_step */
     /* decode scratch */
@@ -609,15 +613,23 @@ static int moe_tma_launch(cu_backend *b, const moe_args &ma, int kf) {
     return 1;
 }
 
+/* k_gemm with the row tile bm (64 or 128; LILAC_CUDA_GEMM_MB=1 gives the 128 tile its full registers) */
+static void gemm_run(cu_backend *b, int bm, dim3 grid, const gemm_args &a) {
+    if (bm == 128 && b->gemm_mb == 1) k_gemm<128, 1><<<grid, 256, 0, b->st>>>(a);
+    else if (bm == 128) k_gemm<128, 2><<<grid, 256, 0, b->st>>>(a);
+    else k_gemm<64><<<grid, 256, 0, b->st>>>(a);
+}
+
 static void launch_gemm(cu_backend *b, const __nv_bfloat16 *A, int lda, const gmat &W, int M, int mode, float *C, int ldc,
                         const char *name, const float *G = NULL, __nv_bfloat16 *H = NULL, const float *rowgate = NULL,
                         int rg_stride = 0) {
     gemm_args a = {};
     a.A = A; a.lda = lda; a.W = W; a.N = W.rows; a.K = W.cols; a.M = M; a.mode = mode; a.C = C; a.ldc = ldc;
-    a.G = G; a.ldg = W.rows; a.H = H; a.ldh = W.rows; a.rowgate = rowgate; a.rg_stride = rg_stride;
-    dim3 grid((W.rows + GM_BN - 1) / GM_BN, (M + GM_BM - 1) / GM_BM);
+    a.G = G; a.ldg = W.rows; a.H = H; a.ldh = W.rows; a.rowgate = rowgate; a.rg_stride = rg_stride; a.red4 = b->gemm_red4;
+    int bm = b->gemm_bm == 128 && M >= 128 ? 128 : 64;
+    dim3 grid((W.rows + GM_BN - 1) / GM_BN, (M + bm - 1) / bm);
     prof_begin(b);
-    k_gemm<<<grid, 256, 0, b->st>>>(a);
+    gemm_run(b, bm, grid, a);
     prof_end(b, name, gmat_bytes(W) + (double)M * W.cols * 2, 2.0 * M * W.rows * W.cols);
 }
 
@@ -762,7 +774,11 @@ static void prefill_chunk(cu_backend *b, cu_seq *s, int T, int want_last_logits)
             dim3 fg((T + 63) / 64, NH);
             double fl = 4.0 * NH * HD * ((double)T * s->pos + (double)T * T / 2);
             prof_begin(b);
-            if (HD == 256) k_flash_prefill<256><<<fg, 256, flash_smem_bytes<256>(), b->st>>>(fa);
+            if (b->flash2 && NH == FL2_G * NKV && (HD == 256 || HD == 128)) {
+                dim3 f2((T + FL2_QR - 1) / FL2_QR, NKV);
+                if (HD == 256) k_flash2_prefill<256><<<f2, 256, flash2_smem_bytes<256>(), b->st>>>(fa);
+                else k_flash2_prefill<128><<<f2, 256, flash2_smem_bytes<128>(), b->st>>>(fa);
+            } else if (HD == 256) k_flash_prefill<256><<<fg, 256, flash_smem_bytes<256>(), b->st>>>(fa);
             else if (HD == 128) k_flash_prefill<128><<<fg, 256, flash_smem_bytes<128>(), b->st>>>(fa);
             else k_flash_prefill<64><<<fg, 256, flash_smem_bytes<64>(), b->st>>>(fa);
             prof_end(b, "p.attn.flash", 0, fl);
@@ -828,27 +844,28 @@ static void prefill_chunk(cu_backend *b, cu_seq *s, int T, int want_last_logits)
         k_topk_rows<<<T, 32, 0, b->st>>>(b->RL, E + 1, E, K, b->ids, b->wts);
         cudaMemsetAsync(b->cnt, 0, (size_t)E * 4, b->st);
         k_moe_count<<<(n + 255) / 256, 256, 0, b->st>>>(b->ids, n, b->cnt);
-        k_moe_tiles<<<1, 1, 0, b->st>>>(b->cnt, E, GM_BM, b->cursor, b->tile_e, b->tile_m0, b->tile_mn, b->n_tiles);
+        int bm = b->gemm_bm == 128 ? 128 : 64; /* rows per expert tile */
+        k_moe_tiles<<<1, 1, 0, b->st>>>(b->cnt, E, bm, b->cursor, b->tile_e, b->tile_m0, b->tile_mn, b->n_tiles);
         k_moe_scatter<<<(n + 255) / 256, 256, 0, b->st>>>(b->ids, n, b->cursor, b->perm);
         prof_end(b, "p.moe.route", 0, 0);
-        int max_tiles = (n + GM_BM - 1) / GM_BM + E;
+        int max_tiles = (n + bm - 1) / bm + E;
         gemm_args ga = {};
         ga.A = b->Xb; ga.lda = H; ga.a_map = b->perm; ga.a_div = K; ga.W = L.egate; ga.N = FF; ga.K = H; ga.M = n;
         ga.tile_e = b->tile_e; ga.tile_m0 = b->tile_m0; ga.tile_mn = b->tile_mn; ga.n_tiles = b->n_tiles;
-        ga.w_rows_per_e = FF; ga.mode = GM_STORE; ga.C = b->Gb; ga.ldc = FF;
+        ga.w_rows_per_e = FF; ga.mode = GM_STORE; ga.C = b->Gb; ga.ldc = FF; ga.red4 = b->gemm_red4;
         double fe = 2.0 * n * FF * H;
         prof_begin(b);
-        k_gemm<<<dim3((FF + GM_BN - 1) / GM_BN, max_tiles), 256, 0, b->st>>>(ga);
+        gemm_run(b, bm, dim3((FF + GM_BN - 1) / GM_BN, max_tiles), ga);
         prof_end(b, "p.moe.gate_gemm", 0, fe);
         ga.W = L.eup; ga.mode = GM_SWIGLU; ga.G = b->Gb; ga.ldg = FF; ga.H = b->Hb; ga.ldh = FF;
         prof_begin(b);
-        k_gemm<<<dim3((FF + GM_BN - 1) / GM_BN, max_tiles), 256, 0, b->st>>>(ga);
+        gemm_run(b, bm, dim3((FF + GM_BN - 1) / GM_BN, max_tiles), ga);
         prof_end(b, "p.moe.up_gemm", 0, fe);
         gemm_args gd = ga;
         gd.A = b->Hb; gd.lda = FF; gd.a_map = NULL; gd.W = L.edown; gd.N = H; gd.K = FF; gd.w_rows_per_e = H;
         gd.mode = GM_SCATTER_ADD; gd.C = b->X; gd.ldc = H; gd.c_map = b->perm; gd.c_div = K; gd.c_w = b->wts;
         prof_begin(b);
-        k_gemm<<<dim3((H + GM_BN - 1) / GM_BN, max_tiles), 256, 0, b->st>>>(gd);
+        gemm_run(b, bm, dim3((H + GM_BN - 1) / GM_BN, max_tiles), gd);
         prof_end(b, "p.moe.down_gemm", 0, fe);
         if (FS) {
             launch_gemm(b, b->Xb, H, L.sgate, T, GM_STORE, b->Gb, FS, "p.moe.shared_gemm");
@@ -1205,6 +1222,8 @@ static ll_status cu_init(cu_backend *b) {
     CU_TRY(cudaFuncSetAttribute(k_flash_prefill<256>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)flash_smem_bytes<256>()));
     CU_TRY(cudaFuncSetAttribute(k_flash_prefill<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)flash_smem_bytes<128>()));
     CU_TRY(cudaFuncSetAttribute(k_flash_prefill<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)flash_smem_bytes<64>()));
+    CU_TRY(cudaFuncSetAttribute(k_flash2_prefill<256>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)flash2_smem_bytes<256>()));
+    CU_TRY(cudaFuncSetAttribute(k_flash2_prefill<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)flash2_smem_bytes<128>()));
     CU_TRY(cudaFuncSetAttribute(k_gemv, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024));
     CU_TRY(cudaFuncSetAttribute(k_gdn_chunk_prep<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_prep_smem_bytes<128>()));
     CU_TRY(cudaFuncSetAttribute(k_gdn_chunk_prep<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_prep_smem_bytes<64>()));
@@ -1306,6 +1325,10 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     b->pdl = !(getenv("LILAC_CUDA_PDL") && !atoi(getenv("LILAC_CUDA_PDL")));
     b->qmode = !(getenv("LILAC_CUDA_QACT") && !atoi(getenv("LILAC_CUDA_QACT")));
     b->gq_rb = getenv("LILAC_CUDA_GQ_RB") ? atoi(getenv("LILAC_CUDA_GQ_RB")) : 1;
+    b->flash2 = getenv("LILAC_CUDA_FLASH2") && atoi(getenv("LILAC_CUDA_FLASH2"));
+    b->gemm_bm = getenv("LILAC_CUDA_GEMM_BM") && atoi(getenv("LILAC_CUDA_GEMM_BM")) == 128 ? 128 : 64;
+    b->gemm_mb = getenv("LILAC_CUDA_GEMM_MB") ? atoi(getenv("LILAC_CUDA_GEMM_MB")) : 2;
+    b->gemm_red4 = getenv("LILAC_CUDA_GEMM_RED4") && atoi(getenv("LILAC_CUDA_GEMM_RED4"));
     b->gdn_chunk = !(getenv("LILAC_CUDA_GDN_CHUNK") && !atoi(getenv("LILAC_CUDA_GDN_CHUNK")));
     b->embd_host = !(getenv("LILAC_CUDA_EMBED_DEVICE") && atoi(getenv("LILAC_CUDA_EMBED_DEVICE")));
     /* measured defaults (bench/results/2026-11-30-h200-cuda2): k_qact + k_gemv_q (1 row per warp
