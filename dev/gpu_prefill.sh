@@ -3,7 +3,8 @@
 # kernel labs, `lilac bench` at 4K in a few switch settings, then the GPU tests with the time left.
 # Bundle layout next to this script (as dev/gpu_session.sh): lilac, gpu_test, lab/*, lib/ (the
 # shared libraries the device lacks), shared/fixtures/{tiny,small}. Logs go to $OUT.
-#   usage: gpu_prefill.sh BUDGET_S "ENV1" "ENV2" ...   (each ENV: a bench variant, e.g. "LILAC_CUDA_GEMM_BM=128")
+#   usage: [TEST_ENV="A=1 B=2"] gpu_prefill.sh BUDGET_S "ENV1" "ENV2" ...
+#   (each ENV: a bench variant, e.g. "LILAC_CUDA_GEMM_BM=128"; TEST_ENV: the switches the GPU tests run with)
 cd "$(dirname "$0")"
 OUT=${OUT:-$PWD/gpu-out}
 export LILAC_SHARED=$PWD/shared
@@ -26,8 +27,8 @@ for envs in "$@"; do
   grep -E "len|peak|breakdown|p\.gdn|p\.moe|p\.attn|rc=" "$OUT/bench_$i.txt" | head -40
 done
 left=$((budget - ($(date +%s) - t0) - 5))
-echo "== gpu tests (timeout ${left}s)"
-[ $left -gt 10 ] && timeout $left ./gpu_test > "$OUT/gpu_test.txt" 2>&1
+echo "== gpu tests (timeout ${left}s, env: ${TEST_ENV:-})" | tee "$OUT/gpu_test.txt"
+[ $left -gt 10 ] && env ${TEST_ENV:-} timeout $left ./gpu_test >> "$OUT/gpu_test.txt" 2>&1
 echo "rc=$?" >> "$OUT/gpu_test.txt"
 cat "$OUT/gpu_test.txt" | tail -40
 echo "== total $(( $(date +%s) - t0 ))s"
