@@ -78,6 +78,7 @@ int main() {
     CK(cudaMalloc(&ws.P, gdn_chunk_ws_small_floats(TP, HV) * 4));
     ws.fq = ws.P + (size_t)HV * (TP / 64) * 64 * 64; ws.fk = ws.fq + (size_t)HV * TP; ws.lam = ws.fk + (size_t)HV * TP;
     CK(cudaFuncSetAttribute(k_gdn_chunk_prep<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_prep_smem_bytes<128>()));
+    CK(cudaFuncSetAttribute(k_gdn_chunk_prep<128, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_prep_smem_bytes<128>()));
     CK(cudaFuncSetAttribute(k_gdn_chunk_scan<128, 32>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_scan_smem_bytes<128, 32>()));
     double ma, re;
     /* decode: T steps */
@@ -144,7 +145,9 @@ int main() {
     printf("gdn prefill v1 T=%d: %.3f ms per layer  (%.0f tokens/s per layer; x30 layers: %.1f ms)\n", TP, ms, TP / (ms * 1e-3), 30 * ms);
     float msc = lab_time_ms([&](int) { k_gdn_conv<<<dim3((CD + 255) / 256, TP), 256>>>(d_raw, CD, d_c, d_cw, d_ring, d_pos, TP, CD); }, 10);
     gdn_chunk_args ct = {d_c, d_b, d_a, HV, d_dtb, d_sa, d_S, d_o, ws, TP, HK, HV, DV, 0};
+    float msp1 = lab_time_ms([&](int) { k_gdn_chunk_prep<128, 1><<<dim3(TP / 64, HV), 256, gdn_prep_smem_bytes<128>()>>>(ct); }, 10);
     float msp = lab_time_ms([&](int) { k_gdn_chunk_prep<128><<<dim3(TP / 64, HV), 256, gdn_prep_smem_bytes<128>()>>>(ct); }, 10);
+    printf("gdn chunk prep T=%d: 1 block/SM (no spills) %.3f ms, 2 blocks/SM (128 registers) %.3f ms\n", TP, msp1, msp);
     float mss = lab_time_ms([&](int) { k_gdn_chunk_scan<128, 32><<<dim3(HV, DV / 32), 256, gdn_scan_smem_bytes<128, 32>()>>>(ct); }, 10);
     printf("gdn prefill v2 T=%d: conv %.3f + prep %.3f + scan %.3f = %.3f ms per layer  (x30 layers: %.1f ms)\n", TP, msc, msp, mss,
            msc + msp + mss, 30 * (msc + msp + mss));

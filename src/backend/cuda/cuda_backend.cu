@@ -123,8 +123,9 @@ struct cu_backend {
     size_t host_bytes;
     /* memory accounting for `lilac bench` (bytes): weights on the device, scratch, live sequences */
     size_t wdev_bytes, scratch_bytes, seq_bytes, seq_bytes_peak;
-    int flash2;                           /* LILAC_CUDA_FLASH2=1: k_flash2_prefill (mma.sync, GQA-packed) */
-    int gemm_bm, gemm_mb, gemm_red4;               /* prefill GEMM row tile (LILAC_CUDA_GEMM_BM: 64, 128) and vector
+    int flash2;                           /* 1 (default): k_flash2_prefill (mma.sync, GQA-packed); LILAC_CUDA_FLASH2=0: WMMA k_flash_prefill */
+    int gdn_prep_mb;                      /* k_gdn_chunk_prep register cap (LILAC_CUDA_GDN_PREP_MB: 2 default, 1) */
+    int gemm_bm, gemm_mb, gemm_red4;      /* prefill GEMM row tile (LILAC_CUDA_GEMM_BM=64: never 128) and vector
                                            * atomics in the MoE down scatter (LILAC_CUDA_GEMM_RED4) */
     int gdn_chunk;                        /* 1 (default): chunked GDN prefill (k_gdn_chunk.cuh);
                                            * LILAC_CUDA_GDN_CHUNK=0: the token-serial k_gdn_step */
@@ -626,7 +627,11 @@ static void launch_gemm(cu_backend *b, const __nv_bfloat16 *A, int lda, const gm
     gemm_args a = {};
     a.A = A; a.lda = lda; a.W = W; a.N = W.rows; a.K = W.cols; a.M = M; a.mode = mode; a.C = C; a.ldc = ldc;
     a.G = G; a.ldg = W.rows; a.H = H; a.ldh = W.rows; a.rowgate = rowgate; a.rg_stride = rg_stride; a.red4 = b->gemm_red4;
-    int bm = b->gemm_bm == 128 && M >= 128 ? 128 : 64;
+    /* the 128-row tile only where its grid still fills the GPU twice (bench/results/2026-11-30-h200-cudapre:
+     * faster on the qkv / z / out / q / o projections at 4K, slower on the small-N router, b/a and
+     * shared gate/up GEMMs) */
+    long blocks128 = (long)((W.rows + GM_BN - 1) / GM_BN) * ((M + 127) / 128);
+    int bm = b->gemm_bm == 128 && blocks128 >= 2L * b->nsm ? 128 : 64;
     dim3 grid((W.rows + GM_BN - 1) / GM_BN, (M + bm - 1) / bm);
     prof_begin(b);
     gemm_run(b, bm, grid, a);
@@ -809,7 +814,8 @@ static void prefill_chunk(cu_backend *b, cu_seq *s, int T, int want_last_logits)
                 gdn_chunk_args ca = {QKVc, Bv, Av, HV, L.dt_bias, L.ssm_a, Sl, O, ws, T, HK, HV, DV, hp.gdn_v_tiled};
                 dim3 gp(nch, HV), gs(HV, DV / 32);
                 prof_begin(b);
-                if (DK == 128) k_gdn_chunk_prep<128><<<gp, 256, gdn_prep_smem_bytes<128>(), b->st>>>(ca);
+                if (DK == 128 && b->gdn_prep_mb == 1) k_gdn_chunk_prep<128, 1><<<gp, 256, gdn_prep_smem_bytes<128>(), b->st>>>(ca);
+                else if (DK == 128) k_gdn_chunk_prep<128><<<gp, 256, gdn_prep_smem_bytes<128>(), b->st>>>(ca);
                 else if (DK == 64) k_gdn_chunk_prep<64><<<gp, 256, gdn_prep_smem_bytes<64>(), b->st>>>(ca);
                 else k_gdn_chunk_prep<32><<<gp, 256, gdn_prep_smem_bytes<32>(), b->st>>>(ca);
                 /* 2 C^2 (DK + DV) for A, P, the solve; per chunk row, 2 (3 DK + C) DV for Vn, O, S */
@@ -844,7 +850,7 @@ static void prefill_chunk(cu_backend *b, cu_seq *s, int T, int want_last_logits)
         k_topk_rows<<<T, 32, 0, b->st>>>(b->RL, E + 1, E, K, b->ids, b->wts);
         cudaMemsetAsync(b->cnt, 0, (size_t)E * 4, b->st);
         k_moe_count<<<(n + 255) / 256, 256, 0, b->st>>>(b->ids, n, b->cnt);
-        int bm = b->gemm_bm == 128 ? 128 : 64; /* rows per expert tile */
+        int bm = b->gemm_bm == 128 && n >= 64 * E ? 128 : 64; /* rows per expert tile: 128 once experts average 64+ rows */
         k_moe_tiles<<<1, 1, 0, b->st>>>(b->cnt, E, bm, b->cursor, b->tile_e, b->tile_m0, b->tile_mn, b->n_tiles);
         k_moe_scatter<<<(n + 255) / 256, 256, 0, b->st>>>(b->ids, n, b->cursor, b->perm);
         prof_end(b, "p.moe.route", 0, 0);
@@ -1226,6 +1232,7 @@ static ll_status cu_init(cu_backend *b) {
     CU_TRY(cudaFuncSetAttribute(k_flash2_prefill<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)flash2_smem_bytes<128>()));
     CU_TRY(cudaFuncSetAttribute(k_gemv, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024));
     CU_TRY(cudaFuncSetAttribute(k_gdn_chunk_prep<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_prep_smem_bytes<128>()));
+    CU_TRY(cudaFuncSetAttribute(k_gdn_chunk_prep<128, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_prep_smem_bytes<128>()));
     CU_TRY(cudaFuncSetAttribute(k_gdn_chunk_prep<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_prep_smem_bytes<64>()));
     CU_TRY(cudaFuncSetAttribute(k_gdn_chunk_prep<32>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_prep_smem_bytes<32>()));
     CU_TRY(cudaFuncSetAttribute(k_gdn_chunk_scan<128, 32>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_scan_smem_bytes<128, 32>()));
@@ -1325,10 +1332,12 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     b->pdl = !(getenv("LILAC_CUDA_PDL") && !atoi(getenv("LILAC_CUDA_PDL")));
     b->qmode = !(getenv("LILAC_CUDA_QACT") && !atoi(getenv("LILAC_CUDA_QACT")));
     b->gq_rb = getenv("LILAC_CUDA_GQ_RB") ? atoi(getenv("LILAC_CUDA_GQ_RB")) : 1;
-    b->flash2 = getenv("LILAC_CUDA_FLASH2") && atoi(getenv("LILAC_CUDA_FLASH2"));
-    b->gemm_bm = getenv("LILAC_CUDA_GEMM_BM") && atoi(getenv("LILAC_CUDA_GEMM_BM")) == 128 ? 128 : 64;
+    /* prefill defaults from bench/results/2026-11-30-h200-cudapre (call1: lab-verified kernels) */
+    b->flash2 = !(getenv("LILAC_CUDA_FLASH2") && !atoi(getenv("LILAC_CUDA_FLASH2")));
+    b->gemm_bm = getenv("LILAC_CUDA_GEMM_BM") && atoi(getenv("LILAC_CUDA_GEMM_BM")) == 64 ? 64 : 128;
     b->gemm_mb = getenv("LILAC_CUDA_GEMM_MB") ? atoi(getenv("LILAC_CUDA_GEMM_MB")) : 2;
-    b->gemm_red4 = getenv("LILAC_CUDA_GEMM_RED4") && atoi(getenv("LILAC_CUDA_GEMM_RED4"));
+    b->gemm_red4 = !(getenv("LILAC_CUDA_GEMM_RED4") && !atoi(getenv("LILAC_CUDA_GEMM_RED4")));
+    b->gdn_prep_mb = getenv("LILAC_CUDA_GDN_PREP_MB") && atoi(getenv("LILAC_CUDA_GDN_PREP_MB")) == 1 ? 1 : 2;
     b->gdn_chunk = !(getenv("LILAC_CUDA_GDN_CHUNK") && !atoi(getenv("LILAC_CUDA_GDN_CHUNK")));
     b->embd_host = !(getenv("LILAC_CUDA_EMBED_DEVICE") && atoi(getenv("LILAC_CUDA_EMBED_DEVICE")));
     /* measured defaults (bench/results/2026-11-30-h200-cuda2): k_qact + k_gemv_q (1 row per warp

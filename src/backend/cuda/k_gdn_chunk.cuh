@@ -57,8 +57,10 @@ template <int DK> static inline size_t gdn_prep_smem_bytes() {
     return (size_t)(2 * GDN_CC * (DK + 4) + GDN_CC * (GDN_CC + 4) + 4 * GDN_CC) * 4;
 }
 
-template <int DK>
-__global__ void __launch_bounds__(256) k_gdn_chunk_prep(const gdn_chunk_args g) {
+/* MB: blocks per SM the register allocation must allow (2: 128 registers, a few spills of the
+ * solve's column; 1: no spills, one block of 8 warps per SM) */
+template <int DK, int MB = 2>
+__global__ void __launch_bounds__(256, MB) k_gdn_chunk_prep(const gdn_chunk_args g) {
     constexpr int C = GDN_CC, LD = DK + 4, LA = C + 4;
     extern __shared__ float4 smem4[];
     float *qs = (float *)smem4;          /* [C][LD] q^ (normalised, scaled) */
@@ -141,17 +143,17 @@ __global__ void __launch_bounds__(256) k_gdn_chunk_prep(const gdn_chunk_args g) 
 #pragma unroll
             for (int bb = 0; bb < 4; bb++) {
                 int i = ti + 16 * aa, j = tj + 16 * bb;
-                float dec = j <= i ? __expf(gam[i] - gam[j]) : 0.0f;
+                float dec = j <= i ? expf(gam[i] - gam[j]) : 0.0f;
                 As[i * LA + j] = j < i ? bet[i] * kk[aa][bb] * dec : 0.0f;
                 Pn[i * C + j] = qk[aa][bb] * dec;
             }
     }
     if (tid < C && tid < c) {
         long t = (long)h * g.T + t0 + tid;
-        g.ws.fq[t] = rq[tid] * __expf(gam[tid]);
-        g.ws.fk[t] = rk[tid] * __expf(gam[c - 1] - gam[tid]);
+        g.ws.fq[t] = rq[tid] * expf(gam[tid]);
+        g.ws.fk[t] = rk[tid] * expf(gam[c - 1] - gam[tid]);
     }
-    if (tid == 0) g.ws.lam[(long)h * nch + n] = __expf(gam[c - 1]);
+    if (tid == 0) g.ws.lam[(long)h * nch + n] = expf(gam[c - 1]);
     __syncthreads();
     /* forward substitution, one right-hand-side column per thread: columns [0, DK) are
      * beta e^gam k^ (-> W), columns [DK, DK + DV) are beta v (-> U) */
@@ -159,7 +161,7 @@ __global__ void __launch_bounds__(256) k_gdn_chunk_prep(const gdn_chunk_args g) 
         float x[C];
         if (col < DK) {
 #pragma unroll
-            for (int i = 0; i < C; i++) x[i] = bet[i] * __expf(gam[i]) * ks[i * LD + col];
+            for (int i = 0; i < C; i++) x[i] = bet[i] * expf(gam[i]) * ks[i * LD + col];
         } else {
             const float *vp = g.qkv + (long)t0 * CD + 2 * QK + h * g.DV + (col - DK);
 #pragma unroll
@@ -167,15 +169,19 @@ __global__ void __launch_bounds__(256) k_gdn_chunk_prep(const gdn_chunk_args g) 
         }
 #pragma unroll
         for (int i = 1; i < C; i++) {
-            float acc = x[i];
+            /* four partial sums: the chain of dependent FMAs per row is i / 4 long, not i */
+            float a0 = x[i], a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
 #pragma unroll
             for (int j = 0; j < (i & ~3); j += 4) {
                 float4 a4 = *(const float4 *)(As + i * LA + j);
-                acc -= a4.x * x[j] + a4.y * x[j + 1] + a4.z * x[j + 2] + a4.w * x[j + 3];
+                a0 = fmaf(-a4.x, x[j], a0);
+                a1 = fmaf(-a4.y, x[j + 1], a1);
+                a2 = fmaf(-a4.z, x[j + 2], a2);
+                a3 = fmaf(-a4.w, x[j + 3], a3);
             }
 #pragma unroll
-            for (int j = i & ~3; j < i; j++) acc -= As[i * LA + j] * x[j];
-            x[i] = acc;
+            for (int j = i & ~3; j < i; j++) a0 = fmaf(-As[i * LA + j], x[j], a0);
+            x[i] = (a0 + a1) + (a2 + a3);
         }
         if (col < DK) {
             float *Wp = g.ws.W + ((long)h * g.T + t0) * DK + col;
@@ -197,8 +203,9 @@ template <int DK, int BV> static inline size_t gdn_scan_smem_bytes() {
 
 /* BV value columns per block, 8 warps: lane = column (BV = 32) */
 template <int DK, int BV>
-__global__ void __launch_bounds__(256) k_gdn_chunk_scan(const gdn_chunk_args g) {
+__global__ void __launch_bounds__(256, 1) k_gdn_chunk_scan(const gdn_chunk_args g) {
     static_assert(BV == 32, "one value column per lane");
+    static_assert(GDN_CC * (DK / 4) % 256 == 0, "whole float4 rounds per thread");
     constexpr int C = GDN_CC, LD = DK + 4, LP = C + 4, KR = DK / 8;
     extern __shared__ float4 smem4[];
     float *Qs = (float *)smem4;     /* [C][LD] Q_dec */
@@ -213,11 +220,17 @@ __global__ void __launch_bounds__(256) k_gdn_chunk_scan(const gdn_chunk_args g) 
     const int QK = g.HK * DK, CD = 2 * QK + g.HV * g.DV, VD = g.HV * g.DV, nch = (g.T + C - 1) / C;
     float *Sg = g.S + (long)h * DK * g.DV + j0;
     for (int i = tid; i < DK * BV; i += blockDim.x) Ss[i] = Sg[(long)(i / BV) * g.DV + i % BV];
-    for (int n = 0; n < nch; n++) {
+    /* The global inputs of chunk n + 1 are loaded into registers while chunk n is computed (the
+     * loop is latency-bound otherwise: one block per SM, every chunk's 120 KB behind a barrier). */
+    constexpr int NQ = C * (DK / 4) / 256, NP = C * (C / 4) / 256, NU = C * BV / 256;
+    float4 rq[NQ], rk[NQ], rw[NQ], rp[NP];
+    float ru[NU];
+    auto fetch = [&](int n) {
         const int t0 = n * C, c = min(C, g.T - t0);
         const float *Pn = g.ws.P + ((long)h * nch + n) * C * C;
-        for (int i = tid; i < C * (DK / 4); i += blockDim.x) {
-            int row = i / (DK / 4), c4 = i % (DK / 4);
+#pragma unroll
+        for (int u = 0; u < NQ; u++) {
+            int i = tid + 256 * u, row = i / (DK / 4), c4 = i % (DK / 4);
             float4 q4 = make_float4(0.f, 0.f, 0.f, 0.f), k4 = q4, w4 = q4;
             if (row < c) {
                 long t = t0 + row;
@@ -229,19 +242,41 @@ __global__ void __launch_bounds__(256) k_gdn_chunk_scan(const gdn_chunk_args g) 
                 q4.x *= fq; q4.y *= fq; q4.z *= fq; q4.w *= fq;
                 k4.x *= fk; k4.y *= fk; k4.z *= fk; k4.w *= fk;
             }
-            *(float4 *)(Qs + row * LD + 4 * c4) = q4;
-            *(float4 *)(Ks + row * LD + 4 * c4) = k4;
-            *(float4 *)(Ws + row * LD + 4 * c4) = w4;
+            rq[u] = q4; rk[u] = k4; rw[u] = w4;
         }
-        for (int i = tid; i < C * (C / 4); i += blockDim.x) {
-            int row = i / (C / 4), c4 = i % (C / 4);
-            *(float4 *)(Ps + row * LP + 4 * c4) = __ldg((const float4 *)(Pn + row * C) + c4);
+#pragma unroll
+        for (int u = 0; u < NP; u++) {
+            int i = tid + 256 * u, row = i / (C / 4), c4 = i % (C / 4);
+            rp[u] = __ldg((const float4 *)(Pn + row * C) + c4);
         }
-        for (int i = tid; i < C * BV; i += blockDim.x) {
-            int row = i / BV, col = i % BV;
-            Us[i] = row < c ? __ldg(g.ws.U + ((long)h * g.T + t0 + row) * g.DV + j0 + col) : 0.0f;
+#pragma unroll
+        for (int u = 0; u < NU; u++) {
+            int i = tid + 256 * u, row = i / BV, col = i % BV;
+            ru[u] = row < c ? __ldg(g.ws.U + ((long)h * g.T + t0 + row) * g.DV + j0 + col) : 0.0f;
         }
+    };
+    auto stash = [&]() {
+#pragma unroll
+        for (int u = 0; u < NQ; u++) {
+            int i = tid + 256 * u, row = i / (DK / 4), c4 = i % (DK / 4);
+            *(float4 *)(Qs + row * LD + 4 * c4) = rq[u];
+            *(float4 *)(Ks + row * LD + 4 * c4) = rk[u];
+            *(float4 *)(Ws + row * LD + 4 * c4) = rw[u];
+        }
+#pragma unroll
+        for (int u = 0; u < NP; u++) {
+            int i = tid + 256 * u, row = i / (C / 4), c4 = i % (C / 4);
+            *(float4 *)(Ps + row * LP + 4 * c4) = rp[u];
+        }
+#pragma unroll
+        for (int u = 0; u < NU; u++) Us[tid + 256 * u] = ru[u];
+    };
+    fetch(0);
+    for (int n = 0; n < nch; n++) {
+        const int t0 = n * C, c = min(C, g.T - t0);
+        stash();
         __syncthreads();
+        if (n + 1 < nch) fetch(n + 1);
         /* Vn = U - W S: warp w owns rows w + 8 m, lane the column */
         {
             float acc[8];
