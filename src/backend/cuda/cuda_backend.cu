@@ -127,8 +127,8 @@ struct cu_backend {
     int gdn_prep_mb;                      /* k_gdn_chunk_prep register cap (LILAC_CUDA_GDN_PREP_MB: 2 default, 1) */
     int gemm_bm, gemm_mb, gemm_red4;      /* prefill GEMM row tile (LILAC_CUDA_GEMM_BM=64: never 128) and vector
                                            * atomics in the MoE down scatter (LILAC_CUDA_GEMM_RED4) */
-    int gdn_chunk;                        /* 1 (default): chunked GDN prefill (k_gdn_chunk.cuh);
-                                           * LILAC_CUDA_GDN_CHUNK=0: the token-serial k_gdn_step */
+    int gdn_chunk;                        /* LILAC_CUDA_GDN_CHUNK=1: chunked GDN prefill (k_gdn_chunk.cuh);
+                                           * default 0: the token-serial k_gdn_step (see cuda_backend_new) */
     /* decode scratch */
     float *x, *qkv, *z, *ab, *o, *qg, *kb, *vb, *q, *att, *rl, *h, *logits;
     int *d_tok, *d_gen, *d_gen_n;
@@ -1338,7 +1338,11 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     b->gemm_mb = getenv("LILAC_CUDA_GEMM_MB") ? atoi(getenv("LILAC_CUDA_GEMM_MB")) : 2;
     b->gemm_red4 = !(getenv("LILAC_CUDA_GEMM_RED4") && !atoi(getenv("LILAC_CUDA_GEMM_RED4")));
     b->gdn_prep_mb = getenv("LILAC_CUDA_GDN_PREP_MB") && atoi(getenv("LILAC_CUDA_GDN_PREP_MB")) == 1 ? 1 : 2;
-    b->gdn_chunk = !(getenv("LILAC_CUDA_GDN_CHUNK") && !atoi(getenv("LILAC_CUDA_GDN_CHUNK")));
+    /* the chunked GDN scan is 1.6x faster on a 4K chunk (70.7 -> 44.9 ms) and matches the fp64
+     * recurrence in the lab (7e-7), but with it `make test-gpu` tests 1 and 9 (tiny fixture vs HF,
+     * L4 GPU vs CPU) fail at their tolerance edge (bench/results/2026-11-30-h200-cudapre call2),
+     * so it is opt-in: LILAC_CUDA_GDN_CHUNK=1 */
+    b->gdn_chunk = getenv("LILAC_CUDA_GDN_CHUNK") && atoi(getenv("LILAC_CUDA_GDN_CHUNK"));
     b->embd_host = !(getenv("LILAC_CUDA_EMBED_DEVICE") && atoi(getenv("LILAC_CUDA_EMBED_DEVICE")));
     /* measured defaults (bench/results/2026-11-30-h200-cuda2): k_qact + k_gemv_q (1 row per warp
      * batch) for the GEMVs, the bulk-copy MoE; the bulk-copy GEMV measured slower (opt-in) */
