@@ -15,7 +15,7 @@ t0=$(date +%s)
 budget=${1:-230}
 shift
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --format=csv > "$OUT/gpu.txt" 2>&1
-for k in gdn gemm attn; do
+for k in gdn gdn_chunk gemm attn; do
   [ -x lab/$k ] || continue
   echo "== lab $k"; timeout 60 ./lab/$k > "$OUT/lab_$k.txt" 2>&1; echo "rc=$?" >> "$OUT/lab_$k.txt"; cat "$OUT/lab_$k.txt"
 done
