@@ -39,7 +39,7 @@ typedef struct bench_point {
 
 typedef struct bench_cfg {
     const char *synthetic, *model_path, *backend, *outdir;
-    int quick, decode_steps, chunk, long_decode, max_len;
+    int quick, decode_steps, chunk, long_decode, max_len, mem_ctx;
     uint64_t seed;
 } bench_cfg;
 
@@ -53,6 +53,8 @@ static void bench_usage(FILE *f) {
             "  --decode-steps N  decode steps timed per length (default 64)\n"
             "  --chunk N         prefill chunk (tokens per forward chunk, default 4096)\n"
             "  --max-len N       skip lengths above N\n"
+            "  --mem-ctx N       (cuda) also open a sequence of N context tokens for the peak-memory\n"
+            "                    figure and its breakdown (default 131072; 0: only what the run used)\n"
             "  --seed N          synthetic weights / prompt seed (default 1)\n"
             "  -o DIR            write DIR/bench.json and DIR/bench.md\n");
 }
@@ -132,7 +134,8 @@ static ll_status bench_run(ll_backend *be, const qwen_model *m, int is_cuda, int
 }
 
 static int bench_parse(int argc, char **argv, bench_cfg *c) {
-    *c = (bench_cfg){.backend = "auto", .decode_steps = 64, .chunk = 4096, .seed = 1, .long_decode = 4096, .max_len = 1 << 30};
+    *c = (bench_cfg){.backend = "auto", .decode_steps = 64, .chunk = 4096, .seed = 1, .long_decode = 4096, .max_len = 1 << 30,
+                   .mem_ctx = 131072};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -146,6 +149,7 @@ static int bench_parse(int argc, char **argv, bench_cfg *c) {
         else if (!strcmp(a, "--decode-steps")) c->decode_steps = atoi(v);
         else if (!strcmp(a, "--chunk")) c->chunk = atoi(v);
         else if (!strcmp(a, "--max-len")) c->max_len = atoi(v);
+        else if (!strcmp(a, "--mem-ctx")) c->mem_ctx = atoi(v);
         else if (!strcmp(a, "--seed")) c->seed = strtoull(v, NULL, 10);
         else { fprintf(stderr, "lilac bench: unknown option %s\n", a); bench_usage(stderr); return 2; }
         i++;
@@ -157,7 +161,7 @@ static int bench_parse(int argc, char **argv, bench_cfg *c) {
 
 static void bench_write(FILE *md, FILE *js, const bench_cfg *c, const char *devname, const char *bname, const qwen_model *m,
                         bench_point *pts, int np, bench_point *ll, uint64_t digest, double bw, double mem_peak,
-                        double wbytes, double dbytes, const void *kd, int nkd, const void *kp, int nkp) {
+                        double wbytes, double dbytes, const void *kd, int nkd, const void *kp, int nkp, const double *mem) {
     double mp = 0, md_ = 0;
     for (int i = 0; i < np; i++) { mp += pts[i].prefill_tps; md_ += pts[i].decode_tps; }
     mp /= np; md_ /= np;
@@ -167,7 +171,15 @@ static void bench_write(FILE *md, FILE *js, const bench_cfg *c, const char *devn
                 c->synthetic ? c->synthetic : c->model_path, m->format_name ? m->format_name : "?", wbytes / 1e9, dbytes / 1e9);
         fprintf(md, "- backend: %s on %s; batch 1; prefill chunk %d; %d decode steps per length\n", bname, devname, c->chunk,
                 c->decode_steps);
-        fprintf(md, "- measured read bandwidth: %.0f GB/s; peak device memory in use: %.2f GB\n\n", bw, mem_peak / 1e9);
+        fprintf(md, "- measured read bandwidth: %.0f GB/s; peak device memory in use: %.2f GB (%.2f GiB)\n", bw, mem_peak / 1e9,
+                mem_peak / 1073741824.0);
+        if (mem) /* mem: weights, scratch, sequences, host-resident weights, largest context opened */
+            fprintf(md, "- peak memory breakdown (GB): weights %.3f + forward scratch %.3f (decode buffers and the %d-token prefill "
+                        "workspace) + sequences %.3f (KV cache, GDN state; largest %d-token context) + CUDA context and other %.3f; "
+                        "kept in pinned host memory: %.3f (token embedding table)\n",
+                    mem[0] / 1e9, mem[1] / 1e9, c->chunk, mem[2] / 1e9, (int)mem[4], (mem_peak - mem[0] - mem[1] - mem[2]) / 1e9,
+                    mem[3] / 1e9);
+        fprintf(md, "\n");
         fprintf(md, "| length | prefill tok/s | prefill TFLOP/s | decode tok/s | decode ms/token | decode weight GB/s | %% of read BW |\n");
         fprintf(md, "|---:|---:|---:|---:|---:|---:|---:|\n");
         for (int i = 0; i < np; i++) {
@@ -202,6 +214,10 @@ static void bench_write(FILE *md, FILE *js, const bench_cfg *c, const char *devn
                 bname, devname);
         fprintf(js, "  \"weight_bytes\": %.0f,\n  \"decode_bytes_per_token\": %.0f,\n  \"read_bw_gbps\": %.1f,\n  \"mem_peak_bytes\": %.0f,\n",
                 wbytes, dbytes, bw, mem_peak);
+        if (mem)
+            fprintf(js, "  \"mem_weights_bytes\": %.0f,\n  \"mem_scratch_bytes\": %.0f,\n  \"mem_seq_bytes\": %.0f,\n"
+                        "  \"mem_host_weight_bytes\": %.0f,\n  \"mem_ctx\": %.0f,\n",
+                    mem[0], mem[1], mem[2], mem[3], mem[4]);
         fprintf(js, "  \"prefill_chunk\": %d,\n  \"points\": [\n", c->chunk);
         for (int i = 0; i < np; i++)
             fprintf(js, "    {\"len\": %d, \"prefill_tps\": %.1f, \"prefill_tflops\": %.2f, \"decode_tps\": %.2f, \"decode_gbps\": %.1f}%s\n",
@@ -328,6 +344,9 @@ int cmd_bench(int argc, char **argv) {
     {
         void *kd = NULL, *kp = NULL;
         int nkd = 0, nkp = 0;
+        double memb[5] = {0};
+        const double *mem = NULL;
+        (void)memb;
 #ifdef LILAC_CUDA
         cuda_kernel_time *kdt = NULL, *kpt = NULL;
         if (is_cuda) {
@@ -345,12 +364,23 @@ int cmd_bench(int argc, char **argv) {
                 be->v->seq_free(be, s);
             }
             ll_free(tok);
+            /* the memory target is stated for a 128K context: open one (no forward allocates) */
+            int mctx = 0;
+            for (int i = 0; i < np; i++) mctx = pts[i].len + c.decode_steps + 8 > mctx ? pts[i].len + c.decode_steps + 8 : mctx;
+            if (c.mem_ctx > mctx) {
+                ll_seq *ms = NULL;
+                if (be->v->seq_new(be, c.mem_ctx, &ms) == LL_OK) { be->v->seq_free(be, ms); mctx = c.mem_ctx; }
+                else fprintf(stderr, "lilac bench: %s\n", ll_errmsg());
+            }
             cuda_backend_info(be, &ci);
             mem_peak = ci.mem_peak_bytes;
+            memb[0] = ci.mem_weights_bytes; memb[1] = ci.mem_scratch_bytes; memb[2] = ci.mem_seq_peak_bytes;
+            memb[3] = ci.host_weight_bytes; memb[4] = mctx;
+            mem = memb;
             kd = kdt; kp = kpt;
         }
 #endif
-        bench_write(stdout, NULL, &c, devname, be->v->name, m, pts, np, &ll, digest, bw, mem_peak, wbytes, dbytes, kd, nkd, kp, nkp);
+        bench_write(stdout, NULL, &c, devname, be->v->name, m, pts, np, &ll, digest, bw, mem_peak, wbytes, dbytes, kd, nkd, kp, nkp, mem);
         if (c.outdir) {
             char p1[1024], p2[1024];
             mkdir(c.outdir, 0755);
@@ -358,7 +388,7 @@ int cmd_bench(int argc, char **argv) {
             snprintf(p2, sizeof(p2), "%s/bench.json", c.outdir);
             FILE *f1 = fopen(p1, "w"), *f2 = fopen(p2, "w");
             if (!f1 || !f2) { fprintf(stderr, "lilac bench: cannot write %s\n", p1); rc = 1; }
-            else bench_write(f1, f2, &c, devname, be->v->name, m, pts, np, &ll, digest, bw, mem_peak, wbytes, dbytes, kd, nkd, kp, nkp);
+            else bench_write(f1, f2, &c, devname, be->v->name, m, pts, np, &ll, digest, bw, mem_peak, wbytes, dbytes, kd, nkd, kp, nkp, mem);
             if (f1) fclose(f1);
             if (f2) fclose(f2);
             snprintf(p1, sizeof(p1), "%s/bench.svg", c.outdir);

@@ -40,6 +40,8 @@ extern "C" {
 #include "k_attn.cuh"
 #include "k_attn_dec.cuh"
 #include "k_gdn.cuh"
+#include "k_gdn_chunk.cuh"
+#include "k_flash2.cuh"
 #include "k_gemm.cuh"
 #include "k_gemv.cuh"
 #include "k_gemvq.cuh"
@@ -116,6 +118,20 @@ struct cu_backend {
     int moe_tma, moe_tr;                  /* bulk-copy MoE kernels (LILAC_CUDA_MOE_TMA=0 off), rows per tile */                          /* decode: quantized activations [Kmax] (two, alternating, see decode_step) */
     size_t alloc_bytes, mem_peak;
     void **allocs; size_t n_allocs, cap_allocs;
+    /* host-resident weights (pinned, mapped: kernels read them over PCIe). The token embedding
+     * table (decode reads one row per token) lives here unless LILAC_CUDA_EMBED_DEVICE=1: it is
+     * 0.29 GB of the 35B model's device budget that decode never streams. */
+    int alloc_host, embd_host;
+    void **hallocs; size_t n_hallocs, cap_hallocs;
+    size_t host_bytes;
+    /* memory accounting for `lilac bench` (bytes): weights on the device, scratch, live sequences */
+    size_t wdev_bytes, scratch_bytes, seq_bytes, seq_bytes_peak;
+    int flash2;                           /* 1 (default): k_flash2_prefill (mma.sync, GQA-packed); LILAC_CUDA_FLASH2=0: WMMA k_flash_prefill */
+    int gdn_prep_mb;                      /* k_gdn_chunk_prep register cap (LILAC_CUDA_GDN_PREP_MB: 2 default, 1) */
+    int gemm_bm, gemm_mb, gemm_red4;      /* prefill GEMM row tile (LILAC_CUDA_GEMM_BM=64: never 128) and vector
+                                           * atomics in the MoE down scatter (LILAC_CUDA_GEMM_RED4) */
+    int gdn_chunk;                        /* LILAC_CUDA_GDN_CHUNK=1: chunked GDN prefill (k_gdn_chunk.cuh);
+                                           * default 0: the token-serial k_gdn_step (see cuda_backend_new) */
     /* decode scratch */
     float *x, *qkv, *z, *ab, *o, *qg, *kb, *vb, *q, *att, *rl, *h, *logits;
     int *d_tok, *d_gen, *d_gen_n;
@@ -125,6 +141,7 @@ struct cu_backend {
     int TB;
     int *d_tokens, *h_tokens;                     /* [TB] (h_ pinned) */
     float *X, *P1, *P2, *P3, *P4, *RL, *wts, *Gb;
+    float *GW;                                    /* chunked GDN: P, fq, fk, lam (W and U live in P1) */
     __nv_bfloat16 *Xb, *Ob, *Qb, *Hb, *Hs;
     int *ids, *cnt, *cursor, *perm, *tile_e, *tile_m0, *tile_mn, *n_tiles;
     prof_ctx prof;
@@ -135,6 +152,21 @@ struct cu_backend {
 static ll_status dev_alloc(cu_backend *b, void **p, size_t n) {
     *p = NULL;
     if (n == 0) n = 16;
+    if (b->alloc_host) {
+        /* mapped pinned memory: with unified addressing the host pointer is valid in kernels */
+        cudaError_t e = cudaHostAlloc(p, n, cudaHostAllocMapped);
+        if (e != cudaSuccess) { *p = NULL; return ll_err(LL_ERR_OOM, "cuda: cudaHostAlloc(%zu bytes): %s", n, cudaGetErrorString(e)); }
+        if (b->n_hallocs == b->cap_hallocs) {
+            size_t nc = b->cap_hallocs ? 2 * b->cap_hallocs : 16;
+            void **na = (void **)ll_realloc(b->hallocs, nc * sizeof(void *));
+            if (!na) { cudaFreeHost(*p); *p = NULL; return ll_err(LL_ERR_OOM, "cuda: out of host memory"); }
+            b->hallocs = na;
+            b->cap_hallocs = nc;
+        }
+        b->hallocs[b->n_hallocs++] = *p;
+        b->host_bytes += n;
+        return LL_OK;
+    }
     cudaError_t e = cudaMalloc(p, n);
     if (e != cudaSuccess) {
         *p = NULL;
@@ -342,7 +374,7 @@ static ll_status upload_mat(cu_backend *b, const ll_mat *views, int n_views, int
                                                                                  (__half *)out->d + r0 * cols / 32);
                 e = cudaStreamSynchronize(b->st);
             } else {
-                e = cudaMemcpy((uint8_t *)out->q + r0 * cols * 2, stage, orb * nr, cudaMemcpyDeviceToDevice);
+                e = cudaMemcpy((uint8_t *)out->q + r0 * cols * 2, stage, orb * nr, cudaMemcpyDefault); /* dst may be host-mapped */
             }
         }
         if (e != cudaSuccess) st = ll_err(LL_ERR_DEVICE, "cuda: uploading %s: %s", nm, cudaGetErrorString(e));
@@ -590,15 +622,27 @@ static int moe_tma_launch(cu_backend *b, const moe_args &ma, int kf) {
     return 1;
 }
 
+/* k_gemm with the row tile bm (64 or 128; LILAC_CUDA_GEMM_MB=1 gives the 128 tile its full registers) */
+static void gemm_run(cu_backend *b, int bm, dim3 grid, const gemm_args &a) {
+    if (bm == 128 && b->gemm_mb == 1) k_gemm<128, 1><<<grid, 256, 0, b->st>>>(a);
+    else if (bm == 128) k_gemm<128, 2><<<grid, 256, 0, b->st>>>(a);
+    else k_gemm<64><<<grid, 256, 0, b->st>>>(a);
+}
+
 static void launch_gemm(cu_backend *b, const __nv_bfloat16 *A, int lda, const gmat &W, int M, int mode, float *C, int ldc,
                         const char *name, const float *G = NULL, __nv_bfloat16 *H = NULL, const float *rowgate = NULL,
                         int rg_stride = 0) {
     gemm_args a = {};
     a.A = A; a.lda = lda; a.W = W; a.N = W.rows; a.K = W.cols; a.M = M; a.mode = mode; a.C = C; a.ldc = ldc;
-    a.G = G; a.ldg = W.rows; a.H = H; a.ldh = W.rows; a.rowgate = rowgate; a.rg_stride = rg_stride;
-    dim3 grid((W.rows + GM_BN - 1) / GM_BN, (M + GM_BM - 1) / GM_BM);
+    a.G = G; a.ldg = W.rows; a.H = H; a.ldh = W.rows; a.rowgate = rowgate; a.rg_stride = rg_stride; a.red4 = b->gemm_red4;
+    /* the 128-row tile only where its grid still fills the GPU twice (bench/results/2026-11-30-h200-cudapre:
+     * faster on the qkv / z / out / q / o projections at 4K, slower on the small-N router, b/a and
+     * shared gate/up GEMMs) */
+    long blocks128 = (long)((W.rows + GM_BN - 1) / GM_BN) * ((M + 127) / 128);
+    int bm = b->gemm_bm == 128 && blocks128 >= 2L * b->nsm ? 128 : 64;
+    dim3 grid((W.rows + GM_BN - 1) / GM_BN, (M + bm - 1) / bm);
     prof_begin(b);
-    k_gemm<<<grid, 256, 0, b->st>>>(a);
+    gemm_run(b, bm, grid, a);
     prof_end(b, name, gmat_bytes(W) + (double)M * W.cols * 2, 2.0 * M * W.rows * W.cols);
 }
 
@@ -755,7 +799,11 @@ static void prefill_chunk(cu_backend *b, cu_seq *s, int T, int want_last_logits)
             dim3 fg((T + 63) / 64, NH);
             double fl = 4.0 * NH * HD * ((double)T * s->pos + (double)T * T / 2);
             prof_begin(b);
-            if (HD == 256) k_flash_prefill<256><<<fg, 256, flash_smem_bytes<256>(), b->st>>>(fa);
+            if (b->flash2 && NH == FL2_G * NKV && (HD == 256 || HD == 128)) {
+                dim3 f2((T + FL2_QR - 1) / FL2_QR, NKV);
+                if (HD == 256) k_flash2_prefill<256><<<f2, 256, flash2_smem_bytes<256>(), b->st>>>(fa);
+                else k_flash2_prefill<128><<<f2, 256, flash2_smem_bytes<128>(), b->st>>>(fa);
+            } else if (HD == 256) k_flash_prefill<256><<<fg, 256, flash_smem_bytes<256>(), b->st>>>(fa);
             else if (HD == 128) k_flash_prefill<128><<<fg, 256, flash_smem_bytes<128>(), b->st>>>(fa);
             else k_flash_prefill<64><<<fg, 256, flash_smem_bytes<64>(), b->st>>>(fa);
             prof_end(b, "p.attn.flash", 0, fl);
@@ -772,14 +820,40 @@ static void prefill_chunk(cu_backend *b, cu_seq *s, int T, int want_last_logits)
             k_gdn_conv<<<dim3((CD + 255) / 256, T), 256, 0, b->st>>>(QKV, CD, QKVc, L.conv, ring, s->d_pos, T, CD);
             k_gdn_ring<<<(CD + 255) / 256, 256, 0, b->st>>>(QKV, CD, ring, s->d_pos, T, CD);
             prof_end(b, "p.gdn.conv", 0, 0);
-            gdn_args g = {QKVc, Bv, Av, HV, L.conv, ring, s->S + (size_t)L.gdn_idx * HV * DK * DV, L.dt_bias, L.ssm_a,
-                          O, s->d_pos, T, HK, HV, DV, hp.gdn_v_tiled};
-            dim3 gg(HV, DV / 16); /* 2 warps x 8 value columns per block */
-            prof_begin(b);
-            if (DK == 128) k_gdn_step<128, false><<<gg, 64, 0, b->st>>>(g);
-            else if (DK == 64) k_gdn_step<64, false><<<gg, 64, 0, b->st>>>(g);
-            else k_gdn_step<32, false><<<gg, 64, 0, b->st>>>(g);
-            prof_end(b, "p.gdn.scan", 0, 6.0 * T * HV * DK * DV);
+            float *Sl = s->S + (size_t)L.gdn_idx * HV * DK * DV;
+            if (b->gdn_chunk) {
+                /* W|U overwrite the raw projection in P1 (dead after the conv and the ring update) */
+                int nch = (T + GDN_CC - 1) / GDN_CC;
+                gdn_chunk_ws ws;
+                ws.W = QKV;
+                ws.U = QKV + (size_t)HV * T * DK;
+                ws.P = b->GW;
+                ws.fq = ws.P + (size_t)HV * nch * GDN_CC * GDN_CC;
+                ws.fk = ws.fq + (size_t)HV * T;
+                ws.lam = ws.fk + (size_t)HV * T;
+                gdn_chunk_args ca = {QKVc, Bv, Av, HV, L.dt_bias, L.ssm_a, Sl, O, ws, T, HK, HV, DV, hp.gdn_v_tiled};
+                dim3 gp(nch, HV), gs(HV, DV / 32);
+                prof_begin(b);
+                if (DK == 128 && b->gdn_prep_mb == 1) k_gdn_chunk_prep<128, 1><<<gp, 256, gdn_prep_smem_bytes<128>(), b->st>>>(ca);
+                else if (DK == 128) k_gdn_chunk_prep<128><<<gp, 256, gdn_prep_smem_bytes<128>(), b->st>>>(ca);
+                else if (DK == 64) k_gdn_chunk_prep<64><<<gp, 256, gdn_prep_smem_bytes<64>(), b->st>>>(ca);
+                else k_gdn_chunk_prep<32><<<gp, 256, gdn_prep_smem_bytes<32>(), b->st>>>(ca);
+                /* 2 C^2 (DK + DV) for A, P, the solve; per chunk row, 2 (3 DK + C) DV for Vn, O, S */
+                prof_end(b, "p.gdn.chunk_prep", 0, 2.0 * T * HV * GDN_CC * (1.5 * DK + 0.5 * (DK + DV)));
+                prof_begin(b);
+                if (DK == 128) k_gdn_chunk_scan<128, 32><<<gs, 256, gdn_scan_smem_bytes<128, 32>(), b->st>>>(ca);
+                else if (DK == 64) k_gdn_chunk_scan<64, 32><<<gs, 256, gdn_scan_smem_bytes<64, 32>(), b->st>>>(ca);
+                else k_gdn_chunk_scan<32, 32><<<gs, 256, gdn_scan_smem_bytes<32, 32>(), b->st>>>(ca);
+                prof_end(b, "p.gdn.chunk_scan", 0, 2.0 * T * HV * DV * (3.0 * DK + GDN_CC));
+            } else {
+                gdn_args g = {QKVc, Bv, Av, HV, L.conv, ring, Sl, L.dt_bias, L.ssm_a, O, s->d_pos, T, HK, HV, DV, hp.gdn_v_tiled};
+                dim3 gg(HV, DV / 16); /* 2 warps x 8 value columns per block */
+                prof_begin(b);
+                if (DK == 128) k_gdn_step<128, false><<<gg, 64, 0, b->st>>>(g);
+                else if (DK == 64) k_gdn_step<64, false><<<gg, 64, 0, b->st>>>(g);
+                else k_gdn_step<32, false><<<gg, 64, 0, b->st>>>(g);
+                prof_end(b, "p.gdn.scan", 0, 6.0 * T * HV * DK * DV);
+            }
             prof_begin(b);
             k_gated_norm_rows<<<dim3(T, HV), 32, 0, b->st>>>(O, Z, VD, L.gdn_norm, b->Ob, HV, DV, eps);
             prof_end(b, "p.gdn.norm", 0, 0);
@@ -796,27 +870,28 @@ static void prefill_chunk(cu_backend *b, cu_seq *s, int T, int want_last_logits)
         k_topk_rows<<<T, 32, 0, b->st>>>(b->RL, E + 1, E, K, b->ids, b->wts);
         cudaMemsetAsync(b->cnt, 0, (size_t)E * 4, b->st);
         k_moe_count<<<(n + 255) / 256, 256, 0, b->st>>>(b->ids, n, b->cnt);
-        k_moe_tiles<<<1, 1, 0, b->st>>>(b->cnt, E, GM_BM, b->cursor, b->tile_e, b->tile_m0, b->tile_mn, b->n_tiles);
+        int bm = b->gemm_bm == 128 && n >= 64 * E ? 128 : 64; /* rows per expert tile: 128 once experts average 64+ rows */
+        k_moe_tiles<<<1, 1, 0, b->st>>>(b->cnt, E, bm, b->cursor, b->tile_e, b->tile_m0, b->tile_mn, b->n_tiles);
         k_moe_scatter<<<(n + 255) / 256, 256, 0, b->st>>>(b->ids, n, b->cursor, b->perm);
         prof_end(b, "p.moe.route", 0, 0);
-        int max_tiles = (n + GM_BM - 1) / GM_BM + E;
+        int max_tiles = (n + bm - 1) / bm + E;
         gemm_args ga = {};
         ga.A = b->Xb; ga.lda = H; ga.a_map = b->perm; ga.a_div = K; ga.W = L.egate; ga.N = FF; ga.K = H; ga.M = n;
         ga.tile_e = b->tile_e; ga.tile_m0 = b->tile_m0; ga.tile_mn = b->tile_mn; ga.n_tiles = b->n_tiles;
-        ga.w_rows_per_e = FF; ga.mode = GM_STORE; ga.C = b->Gb; ga.ldc = FF;
+        ga.w_rows_per_e = FF; ga.mode = GM_STORE; ga.C = b->Gb; ga.ldc = FF; ga.red4 = b->gemm_red4;
         double fe = 2.0 * n * FF * H;
         prof_begin(b);
-        k_gemm<<<dim3((FF + GM_BN - 1) / GM_BN, max_tiles), 256, 0, b->st>>>(ga);
+        gemm_run(b, bm, dim3((FF + GM_BN - 1) / GM_BN, max_tiles), ga);
         prof_end(b, "p.moe.gate_gemm", 0, fe);
         ga.W = L.eup; ga.mode = GM_SWIGLU; ga.G = b->Gb; ga.ldg = FF; ga.H = b->Hb; ga.ldh = FF;
         prof_begin(b);
-        k_gemm<<<dim3((FF + GM_BN - 1) / GM_BN, max_tiles), 256, 0, b->st>>>(ga);
+        gemm_run(b, bm, dim3((FF + GM_BN - 1) / GM_BN, max_tiles), ga);
         prof_end(b, "p.moe.up_gemm", 0, fe);
         gemm_args gd = ga;
         gd.A = b->Hb; gd.lda = FF; gd.a_map = NULL; gd.W = L.edown; gd.N = H; gd.K = FF; gd.w_rows_per_e = H;
         gd.mode = GM_SCATTER_ADD; gd.C = b->X; gd.ldc = H; gd.c_map = b->perm; gd.c_div = K; gd.c_w = b->wts;
         prof_begin(b);
-        k_gemm<<<dim3((H + GM_BN - 1) / GM_BN, max_tiles), 256, 0, b->st>>>(gd);
+        gemm_run(b, bm, dim3((H + GM_BN - 1) / GM_BN, max_tiles), gd);
         prof_end(b, "p.moe.down_gemm", 0, fe);
         if (FS) {
             launch_gemm(b, b->Xb, H, L.sgate, T, GM_STORE, b->Gb, FS, "p.moe.shared_gemm");
@@ -860,6 +935,8 @@ static void cu_free(ll_backend *be) {
     if (b->st) cudaStreamSynchronize(b->st);
     for (size_t i = 0; i < b->n_allocs; i++) cudaFree(b->allocs[i]);
     ll_free(b->allocs);
+    for (size_t i = 0; i < b->n_hallocs; i++) cudaFreeHost(b->hallocs[i]);
+    ll_free(b->hallocs);
     if (b->h_tok) cudaFreeHost(b->h_tok);
     if (b->h_tokens) cudaFreeHost(b->h_tokens);
     for (int i = 0; i < 2 * PROF_MAX; i++)
@@ -909,6 +986,8 @@ static ll_status cu_seq_new(ll_backend *be, int32_t n_ctx, ll_seq **out) {
                       cudaGetErrorString(e));
     }
     s->bytes = kvb + Sb + rb + pob + pmb;
+    b->seq_bytes += s->bytes;
+    if (b->seq_bytes > b->seq_bytes_peak) b->seq_bytes_peak = b->seq_bytes;
     size_t fr, tot;
     if (cudaMemGetInfo(&fr, &tot) == cudaSuccess && tot - fr > b->mem_peak) b->mem_peak = tot - fr;
     be->v->seq_reset(be, (ll_seq *)s);
@@ -916,7 +995,10 @@ static ll_status cu_seq_new(ll_backend *be, int32_t n_ctx, ll_seq **out) {
     return LL_OK;
 }
 
-static void cu_seq_free(ll_backend *be, ll_seq *sq) { seq_destroy((cu_seq *)sq); }
+static void cu_seq_free(ll_backend *be, ll_seq *sq) {
+    if (sq) CB(be)->seq_bytes -= ((cu_seq *)sq)->bytes;
+    seq_destroy((cu_seq *)sq);
+}
 
 static void cu_seq_reset(ll_backend *be, ll_seq *sq) {
     cu_backend *b = CB(be);
@@ -1099,14 +1181,21 @@ static ll_status alloc_scratch(cu_backend *b) {
     CU_TRY(cudaMemset(b->d_tok, 0, 4));
     CU_TRY(cudaMallocHost(&b->h_tok, 16));
     int T = b->TB;
-    size_t pw = (size_t)LL_MAX(LL_MAX(CD, QW), LL_MAX(VD, H));
+    /* prefill row buffers, each sized for its widest use (prefill_chunk):
+     *   P1: attention q|gate [T][QW]; GDN raw qkv [T][CD], then the chunked scan's W|U [HV][T][DK+DV]
+     *   P2: attention k [T][KW]; GDN qkv after the conv [T][CD]
+     *   P3: attention v [T][KW]; GDN z [T][VD]
+     *   P4: GDN scan output [T][VD] */
+    int HKD = hp.gdn_n_v_heads * (hp.gdn_k_dim + hp.gdn_v_dim);
+    size_t w1 = (size_t)LL_MAX(LL_MAX(CD, QW), HKD), w2 = (size_t)LL_MAX(CD, KW), w3 = (size_t)LL_MAX(VD, KW), w4 = (size_t)VD;
     CU_TRY(cudaMallocHost(&b->h_tokens, (size_t)T * 4));
     DALLOC(b, b->d_tokens, (size_t)T * 4);
     DALLOC(b, b->X, (size_t)T * H * 4);
-    DALLOC(b, b->P1, (size_t)T * pw * 4);
-    DALLOC(b, b->P2, (size_t)T * pw * 4);
-    DALLOC(b, b->P3, (size_t)T * pw * 4);
-    DALLOC(b, b->P4, (size_t)T * pw * 4);
+    DALLOC(b, b->P1, (size_t)T * w1 * 4);
+    DALLOC(b, b->P2, (size_t)T * w2 * 4);
+    DALLOC(b, b->P3, (size_t)T * w3 * 4);
+    DALLOC(b, b->P4, (size_t)T * w4 * 4);
+    DALLOC(b, b->GW, gdn_chunk_ws_small_floats(T, HV) * 4);
     DALLOC(b, b->RL, (size_t)T * LL_MAX(E + 1, 2 * HV) * 4);
     DALLOC(b, b->wts, (size_t)T * K * 4);
     DALLOC(b, b->Gb, (size_t)T * K * LL_MAX(hp.n_ff_exp, hp.n_ff_shexp) * 4);
@@ -1159,7 +1248,16 @@ static ll_status cu_init(cu_backend *b) {
     CU_TRY(cudaFuncSetAttribute(k_flash_prefill<256>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)flash_smem_bytes<256>()));
     CU_TRY(cudaFuncSetAttribute(k_flash_prefill<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)flash_smem_bytes<128>()));
     CU_TRY(cudaFuncSetAttribute(k_flash_prefill<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)flash_smem_bytes<64>()));
+    CU_TRY(cudaFuncSetAttribute(k_flash2_prefill<256>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)flash2_smem_bytes<256>()));
+    CU_TRY(cudaFuncSetAttribute(k_flash2_prefill<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)flash2_smem_bytes<128>()));
     CU_TRY(cudaFuncSetAttribute(k_gemv, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024));
+    CU_TRY(cudaFuncSetAttribute(k_gdn_chunk_prep<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_prep_smem_bytes<128>()));
+    CU_TRY(cudaFuncSetAttribute(k_gdn_chunk_prep<128, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_prep_smem_bytes<128>()));
+    CU_TRY(cudaFuncSetAttribute(k_gdn_chunk_prep<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_prep_smem_bytes<64>()));
+    CU_TRY(cudaFuncSetAttribute(k_gdn_chunk_prep<32>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_prep_smem_bytes<32>()));
+    CU_TRY(cudaFuncSetAttribute(k_gdn_chunk_scan<128, 32>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_scan_smem_bytes<128, 32>()));
+    CU_TRY(cudaFuncSetAttribute(k_gdn_chunk_scan<64, 32>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_scan_smem_bytes<64, 32>()));
+    CU_TRY(cudaFuncSetAttribute(k_gdn_chunk_scan<32, 32>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_scan_smem_bytes<32, 32>()));
     CU_TRY(cudaFuncSetAttribute(k_gemv_tma<GT_Q4_K>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
     CU_TRY(cudaFuncSetAttribute(k_gemv_tma<GT_Q6_K>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
     CU_TRY(cudaFuncSetAttribute(k_moe_gateup_tma<GT_Q4_K>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
@@ -1187,9 +1285,14 @@ static ll_status cu_init(cu_backend *b) {
         }
         if (occ >= 1) b->fd_ns = LL_MAX(1, b->nsm * occ / hp.n_head_kv);
     }
-    LL_TRY(upload_mat(b, &m->tok_embd, 1, lazy, seed, &b->tok_embd));
+    b->alloc_host = b->embd_host;
+    ll_status est = upload_mat(b, &m->tok_embd, 1, lazy, seed, &b->tok_embd);
+    b->alloc_host = 0;
+    LL_TRY(est);
+    if (b->embd_host) b->weight_bytes -= gmat_bytes(b->tok_embd); /* weight_bytes: device-resident weights */
+    double before_lm = b->weight_bytes;
     LL_TRY(upload_mat(b, &m->lm_head, 1, lazy, seed, &b->lm_head));
-    double lm_bytes = b->weight_bytes - gmat_bytes(b->tok_embd);
+    double lm_bytes = b->weight_bytes - before_lm;
     LL_TRY(upload_f32(b, m->out_norm, hp.n_embd, &b->out_norm, "output_norm"));
     float inv[256];
     for (int i = 0; i < hp.n_rot / 2; i++) inv[i] = (float)pow((double)hp.rope_theta, -2.0 * i / hp.n_rot);
@@ -1238,7 +1341,9 @@ static ll_status cu_init(cu_backend *b) {
     }
     b->decode_bytes = per_tok;
     if (check_hparams(hp) != LL_OK) return LL_ERR_UNSUPPORTED;
+    b->wdev_bytes = b->alloc_bytes;
     LL_TRY(alloc_scratch(b));
+    b->scratch_bytes = b->alloc_bytes - b->wdev_bytes;
     for (int i = 0; i < 2 * PROF_MAX; i++) CU_TRY(cudaEventCreate(&b->prof.ev[i]));
     CU_TRY(cudaDeviceSynchronize());
     return LL_OK;
@@ -1266,6 +1371,18 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     b->pdl = !(getenv("LILAC_CUDA_PDL") && !atoi(getenv("LILAC_CUDA_PDL")));
     b->qmode = !(getenv("LILAC_CUDA_QACT") && !atoi(getenv("LILAC_CUDA_QACT")));
     b->gq_rb = getenv("LILAC_CUDA_GQ_RB") ? atoi(getenv("LILAC_CUDA_GQ_RB")) : 1;
+    /* prefill defaults from bench/results/2026-11-30-h200-cudapre (call1: lab-verified kernels) */
+    b->flash2 = !(getenv("LILAC_CUDA_FLASH2") && !atoi(getenv("LILAC_CUDA_FLASH2")));
+    b->gemm_bm = getenv("LILAC_CUDA_GEMM_BM") && atoi(getenv("LILAC_CUDA_GEMM_BM")) == 64 ? 64 : 128;
+    b->gemm_mb = getenv("LILAC_CUDA_GEMM_MB") ? atoi(getenv("LILAC_CUDA_GEMM_MB")) : 2;
+    b->gemm_red4 = !(getenv("LILAC_CUDA_GEMM_RED4") && !atoi(getenv("LILAC_CUDA_GEMM_RED4")));
+    b->gdn_prep_mb = getenv("LILAC_CUDA_GDN_PREP_MB") && atoi(getenv("LILAC_CUDA_GDN_PREP_MB")) == 1 ? 1 : 2;
+    /* the chunked GDN scan is 1.6x faster on a 4K chunk (70.7 -> 44.9 ms) and matches the fp64
+     * recurrence in the lab (7e-7), but with it `make test-gpu` tests 1 and 9 (tiny fixture vs HF,
+     * L4 GPU vs CPU) fail at their tolerance edge (bench/results/2026-11-30-h200-cudapre call2),
+     * so it is opt-in: LILAC_CUDA_GDN_CHUNK=1 */
+    b->gdn_chunk = getenv("LILAC_CUDA_GDN_CHUNK") && atoi(getenv("LILAC_CUDA_GDN_CHUNK"));
+    b->embd_host = !(getenv("LILAC_CUDA_EMBED_DEVICE") && atoi(getenv("LILAC_CUDA_EMBED_DEVICE")));
     /* measured defaults (bench/results/2026-11-30-h200-cuda2): k_qact + k_gemv_q (1 row per warp
      * batch) for the GEMVs, the bulk-copy MoE; the bulk-copy GEMV measured slower (opt-in) */
     b->tma = getenv("LILAC_CUDA_TMA") && atoi(getenv("LILAC_CUDA_TMA"));
@@ -1305,6 +1422,10 @@ extern "C" ll_status cuda_backend_info(ll_backend *be, cuda_info *out) {
     if (cudaMemGetInfo(&fr, &tot) == cudaSuccess && tot - fr > b->mem_peak) b->mem_peak = tot - fr;
     out->mem_peak_bytes = (double)b->mem_peak;
     out->mem_backend_bytes = (double)b->alloc_bytes;
+    out->mem_weights_bytes = (double)b->wdev_bytes;
+    out->mem_scratch_bytes = (double)b->scratch_bytes;
+    out->mem_seq_peak_bytes = (double)b->seq_bytes_peak;
+    out->host_weight_bytes = (double)b->host_bytes;
     return LL_OK;
 }
 

@@ -18,7 +18,12 @@ typedef struct cuda_info {
     double weight_bytes;          /* device bytes of all weights */
     double decode_bytes_per_token;/* weight bytes one decode step reads (8 routed experts/layer, no embedding table) */
     double mem_peak_bytes;        /* most device memory in use by this process so far (cudaMemGetInfo, sampled) */
-    double mem_backend_bytes;     /* bytes this backend allocated (weights + scratch + sequences) */
+    double mem_backend_bytes;     /* bytes this backend allocated on the device (weights + scratch), sequences apart */
+    /* the peak, broken down (bytes): device weights, forward scratch (decode + prefill chunk
+     * workspace), the largest total of live sequences (KV cache, GDN state, attention partials);
+     * peak minus these three is the CUDA context and other processes */
+    double mem_weights_bytes, mem_scratch_bytes, mem_seq_peak_bytes;
+    double host_weight_bytes;     /* weights kept in pinned host memory (the token embedding table) */
 } cuda_info;
 
 typedef struct cuda_kernel_time {
