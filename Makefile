@@ -13,7 +13,9 @@ CUDA    ?= $(if $(NVCC),1,0)
 SAN     ?= 0
 BUILD   := $(if $(filter 1,$(SAN)),build-san,build)
 
-CFLAGS  := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
+# -ffp-contract=off: no silent FMA contraction, so the SIMD quantizers (quant_x86.c) can reproduce
+# the scalar reference's roundings exactly, whatever the compiler's default.
+CFLAGS  := -std=c11 -D_GNU_SOURCE -O2 -g -ffp-contract=off -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
            -fno-strict-aliasing -pthread -MMD -MP -Iinclude -Isrc $(shell pkg-config --cflags libcjson libpcre2-8 2>/dev/null)
 LDLIBS  := -lcjson -lpcre2-8 -lutf8proc -lmicrohttpd -lcurl -lcrypto -lm -lpthread
 ifeq ($(SAN),1)
