@@ -7,7 +7,7 @@
  * median of --reps timed passes over a --mib MiB BF16 matrix of Gaussian-like weights; the
  * levels are also checked to write identical bytes.
  *
- *   build/bench/quant_speed [--mib N] [--reps R] [--cols C] [--types q4_K,q6_K,...]
+ *   build/bench/quant_speed [--mib N] [--reps R] [--cols C] [--types q4_K,q6_K,...] [--levels scalar,avx2,avx512]
  */
 #include <math.h>
 #include <stdio.h>
@@ -33,14 +33,15 @@ static int cmp_dbl(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     int64_t mib = 32, reps = 5, cols = 2048;
-    const char *types = "q4_K,q5_K,q6_K,q8_0";
+    const char *types = "q4_K,q5_K,q6_K,q8_0", *want = "scalar,avx2,avx512";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--mib") && i + 1 < argc) mib = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--cols") && i + 1 < argc) cols = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--types") && i + 1 < argc) types = argv[++i];
+        else if (!strcmp(argv[i], "--levels") && i + 1 < argc) want = argv[++i];
         else {
-            fprintf(stderr, "usage: %s [--mib N] [--reps R] [--cols C] [--types q4_K,q6_K,...]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--mib N] [--reps R] [--cols C] [--types q4_K,q6_K,...] [--levels scalar,avx2,avx512]\n", argv[0]);
             return 2;
         }
     }
@@ -69,7 +70,7 @@ int main(int argc, char **argv) {
         for (int l = 0; l < 3; l++) {
             ll_free(out[l]);
             out[l] = NULL;
-            if (quant_force_simd(levels[l]) != 0) continue;
+            if (!strstr(want, levels[l]) || quant_force_simd(levels[l]) != 0) continue;
             out[l] = ll_malloc(rb * (size_t)rows);
             if (!out[l]) { fprintf(stderr, "quant_speed: out of memory\n"); return 1; }
             double sec[99];

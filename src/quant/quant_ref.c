@@ -267,7 +267,11 @@ static void qz_q8_0(const float *x, ll_block_q8_0 *b) {
     for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
     float d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
     b->d = ll_f32_to_f16(d);
-    for (int j = 0; j < 32; j++) b->qs[j] = (int8_t)roundf(x[j] * id);
+    for (int j = 0; j < 32; j++) {
+        /* |r| <= 127 unless 1/d overflowed (a subnormal d): then clamp, and 0 * inf -> 0 */
+        float r = roundf(x[j] * id);
+        b->qs[j] = (int8_t)(r != r ? 0.0f : quant_maxf(quant_minf(r, 127.0f), -127.0f));
+    }
 }
 
 /* Q4_0 (byte-exact with llama.cpp's reference and gguf's numpy quantizer): the element of

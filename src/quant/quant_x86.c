@@ -1092,9 +1092,11 @@ T_AVX2 static void avx2_quant_q8_0(const float *src, void *dst, int64_t n) {
         for (int k = 0; k < 4; k++) {
             __m256 y = _mm256_mul_ps(v[k], _mm256_set1_ps(id));
             __m256 t = _mm256_round_ps(y, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-            __m256 r = _mm256_andnot_ps(sign, _mm256_sub_ps(y, t)); /* |y - trunc(y)|, exact */
-            __m256 step = _mm256_and_ps(_mm256_cmp_ps(r, halfv, _CMP_GE_OQ), _mm256_or_ps(onev, _mm256_and_ps(sign, y)));
-            c[k] = _mm256_cvttps_epi32(_mm256_add_ps(t, step));
+            __m256 fr = _mm256_andnot_ps(sign, _mm256_sub_ps(y, t)); /* |y - trunc(y)|, exact */
+            __m256 step = _mm256_and_ps(_mm256_cmp_ps(fr, halfv, _CMP_GE_OQ), _mm256_or_ps(onev, _mm256_and_ps(sign, y)));
+            __m256 r = _mm256_add_ps(t, step);
+            r = _mm256_and_ps(r, _mm256_cmp_ps(r, r, _CMP_ORD_Q)); /* NaN -> 0, then clamp, as the reference */
+            c[k] = _mm256_cvttps_epi32(_mm256_max_ps(_mm256_min_ps(r, _mm256_set1_ps(127.0f)), _mm256_set1_ps(-127.0f)));
         }
         __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(c[0], c[1]), _mm256_packs_epi32(c[2], c[3]));
         p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));

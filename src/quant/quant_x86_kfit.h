@@ -17,45 +17,61 @@
  */
 
 /* (p0 + p1) + (p2 + p3), the reference's sum4 */
-#define KF_SUM4(p) V_ADD(V_ADD((p)[0], (p)[1]), V_ADD((p)[2], (p)[3]))
+#define KF_SUM4(a0, a1, a2, a3) V_ADD(V_ADD(a0, a1), V_ADD(a2, a3))
+/* Runs STEP(i, acc) for the 4 elements i0..i0+3 with partial sum acc = a0..a3 (element i goes
+ * into partial sum i % 4). Written out, not as arrays, so the sums stay in registers. */
+#define KF_BY4(STEP, i0, a0, a1, a2, a3) \
+    do { STEP((i0), a0); STEP((i0) + 1, a1); STEP((i0) + 2, a2); STEP((i0) + 3, a3); } while (0)
 
 /* quant_fit_affine for KF_W sub-blocks of 32: writes s[j] and m[j]. */
 KF_FN(fit_affine)(const float *xt, float nm_s, float *s_out, float *m_out) {
     const VF zero = V_ZERO(), one = V_SET1(1.0f), half = V_SET1(0.5f), nm = V_SET1(nm_s), n = V_SET1(32.0f);
-    VF lo = zero, hi = V_LOAD(xt), px[4] = {zero, zero, zero, zero};
-    for (int i = 0; i < 32; i++) {
-        VF x = V_LOAD(xt + i * KF_W);
-        lo = V_MIN(x, lo);
-        hi = V_MAX(x, hi);
-        px[i & 3] = V_ADD(px[i & 3], x);
-    }
+    VF lo = zero, hi = V_LOAD(xt), p0 = zero, p1 = zero, p2 = zero, p3 = zero;
+#define KF_RANGE(i, acc)                  \
+    do {                                  \
+        VF x_ = V_LOAD(xt + (i) * KF_W);  \
+        lo = V_MIN(x_, lo);               \
+        hi = V_MAX(x_, hi);               \
+        acc = V_ADD(acc, x_);             \
+    } while (0)
+    for (int i = 0; i < 32; i += 4) KF_BY4(KF_RANGE, i, p0, p1, p2, p3);
+#undef KF_RANGE
     VM dead = V_LE(hi, lo); /* constant sub-blocks: the reference returns s = 0, m = -lo */
-    VF sx = KF_SUM4(px), range = V_SUB(hi, lo);
+    VF sx = KF_SUM4(p0, p1, p2, p3), range = V_SUB(hi, lo);
     VF best_s = V_DIV(range, nm), best_b = lo, inv_range = V_DIV(one, range), is0 = V_DIV(one, best_s);
     float xl[32 * KF_W] __attribute__((aligned(64))); /* x - lo, used by every candidate */
-    VF pe[4] = {zero, zero, zero, zero};
-    for (int i = 0; i < 32; i++) {
-        VF x = V_LOAD(xt + i * KF_W), d = V_SUB(x, lo);
-        V_STORE(xl + i * KF_W, d);
-        VF q = V_TRUNC(V_MIN(V_ADD(V_MUL(d, is0), half), nm));
-        VF e = V_SUB(V_ADD(V_MUL(best_s, q), lo), x);
-        pe[i & 3] = V_ADD(pe[i & 3], V_MUL(e, e));
-    }
-    VF best_err = KF_SUM4(pe);
+    p0 = p1 = p2 = p3 = zero;
+#define KF_ERR0(i, acc)                                                \
+    do {                                                               \
+        VF x_ = V_LOAD(xt + (i) * KF_W), d_ = V_SUB(x_, lo);           \
+        V_STORE(xl + (i) * KF_W, d_);                                  \
+        VF q_ = V_TRUNC(V_MIN(V_ADD(V_MUL(d_, is0), half), nm));       \
+        VF e_ = V_SUB(V_ADD(V_MUL(best_s, q_), lo), x_);               \
+        acc = V_ADD(acc, V_MUL(e_, e_));                               \
+    } while (0)
+    for (int i = 0; i < 32; i += 4) KF_BY4(KF_ERR0, i, p0, p1, p2, p3);
+#undef KF_ERR0
+    VF best_err = KF_SUM4(p0, p1, p2, p3);
     for (int k = -10; k <= 10; k++) {
         VF is = V_MUL(V_SET1(nm_s + 0.1f * (float)k), inv_range);
-        VF sq0 = zero, sq1 = zero, sqq0 = zero, sqq1 = zero, pqx[4] = {zero, zero, zero, zero};
-        for (int i = 0; i < 32; i += 2) { /* the code sums are exact: two chains each, any order */
-            VF q0 = V_TRUNC(V_MIN(V_ADD(V_MUL(V_LOAD(xl + i * KF_W), is), half), nm));
-            VF q1 = V_TRUNC(V_MIN(V_ADD(V_MUL(V_LOAD(xl + (i + 1) * KF_W), is), half), nm));
-            sq0 = V_ADD(sq0, q0);
-            sq1 = V_ADD(sq1, q1);
-            sqq0 = V_ADD(sqq0, V_MUL(q0, q0));
-            sqq1 = V_ADD(sqq1, V_MUL(q1, q1));
-            pqx[i & 3] = V_ADD(pqx[i & 3], V_MUL(q0, V_LOAD(xt + i * KF_W)));
-            pqx[(i + 1) & 3] = V_ADD(pqx[(i + 1) & 3], V_MUL(q1, V_LOAD(xt + (i + 1) * KF_W)));
+        VF sqa = zero, sqb = zero, sqqa = zero, sqqb = zero;
+        p0 = p1 = p2 = p3 = zero;
+        /* the code sums are exact (small integers): any order, two chains each */
+#define KF_SEARCH(i, acc, sq_, sqq_)                                                 \
+    do {                                                                             \
+        VF q_ = V_TRUNC(V_MIN(V_ADD(V_MUL(V_LOAD(xl + (i) * KF_W), is), half), nm)); \
+        sq_ = V_ADD(sq_, q_);                                                        \
+        sqq_ = V_ADD(sqq_, V_MUL(q_, q_));                                           \
+        acc = V_ADD(acc, V_MUL(q_, V_LOAD(xt + (i) * KF_W)));                        \
+    } while (0)
+        for (int i = 0; i < 32; i += 4) {
+            KF_SEARCH(i, p0, sqa, sqqa);
+            KF_SEARCH(i + 1, p1, sqb, sqqb);
+            KF_SEARCH(i + 2, p2, sqa, sqqa);
+            KF_SEARCH(i + 3, p3, sqb, sqqb);
         }
-        VF sq = V_ADD(sq0, sq1), sqq = V_ADD(sqq0, sqq1), sqx = KF_SUM4(pqx);
+#undef KF_SEARCH
+        VF sq = V_ADD(sqa, sqb), sqq = V_ADD(sqqa, sqqb), sqx = KF_SUM4(p0, p1, p2, p3);
         VF det = V_SUB(V_MUL(n, sqq), V_MUL(sq, sq));
         VM ok = V_NLE(det, zero); /* reference: if (det <= 0) continue */
         if (!V_ANY(ok)) continue;
@@ -66,15 +82,20 @@ KF_FN(fit_affine)(const float *xt, float nm_s, float *s_out, float *m_out) {
         s = V_SEL(bpos, V_SEL(V_GT(sqq, zero), V_DIV(sqx, sqq), zero), s);
         ok = V_MAND(ok, V_NLE(s, zero)); /* reference: if (s <= 0) continue */
         if (!V_ANY(ok)) continue;
-        VF inv = V_DIV(one, s), ae[4] = {zero, zero, zero, zero};
-        for (int i = 0; i < 32; i++) {
-            VF x = V_LOAD(xt + i * KF_W);
-            VF q = V_TRUNC(V_MIN(V_MAX(V_ADD(V_MUL(V_SUB(x, b), inv), half), zero), nm));
-            VF e = V_SUB(V_ADD(V_MUL(s, q), b), x);
-            ae[i & 3] = V_ADD(ae[i & 3], V_MUL(e, e));
-        }
-        VM upd = V_MAND(ok, V_LT(KF_SUM4(ae), best_err));
-        best_err = V_SEL(upd, KF_SUM4(ae), best_err);
+        VF inv = V_DIV(one, s);
+        p0 = p1 = p2 = p3 = zero;
+#define KF_ERR(i, acc)                                                                  \
+    do {                                                                                \
+        VF x_ = V_LOAD(xt + (i) * KF_W);                                                \
+        VF q_ = V_TRUNC(V_MIN(V_MAX(V_ADD(V_MUL(V_SUB(x_, b), inv), half), zero), nm)); \
+        VF e_ = V_SUB(V_ADD(V_MUL(s, q_), b), x_);                                      \
+        acc = V_ADD(acc, V_MUL(e_, e_));                                                \
+    } while (0)
+        for (int i = 0; i < 32; i += 4) KF_BY4(KF_ERR, i, p0, p1, p2, p3);
+#undef KF_ERR
+        VF err = KF_SUM4(p0, p1, p2, p3);
+        VM upd = V_MAND(ok, V_LT(err, best_err));
+        best_err = V_SEL(upd, err, best_err);
         best_s = V_SEL(upd, s, best_s);
         best_b = V_SEL(upd, b, best_b);
     }
@@ -96,18 +117,23 @@ KF_FN(fit_symmetric)(const float *xt, int nmax, float *s_out) {
     VF best_s = zero, best_gain = V_SET1(-1.0f);
     for (int k = -10; k <= 10; k++) {
         VF is = V_DIV(V_SET1(-((float)nmax + 0.1f * (float)k)), max);
-        VF sqq0 = zero, sqq1 = zero, pqx[4] = {zero, zero, zero, zero};
-        for (int i = 0; i < 16; i += 2) {
-            VF x0 = V_LOAD(xt + i * KF_W), x1 = V_LOAD(xt + (i + 1) * KF_W);
-            /* quant_rint_clamp: clamp, then round by adding and subtracting 1.5 * 2^23 */
-            VF q0 = V_SUB(V_ADD(V_MAX(V_MIN(V_MUL(is, x0), qhi), qlo), magic), magic);
-            VF q1 = V_SUB(V_ADD(V_MAX(V_MIN(V_MUL(is, x1), qhi), qlo), magic), magic);
-            sqq0 = V_ADD(sqq0, V_MUL(q0, q0));
-            sqq1 = V_ADD(sqq1, V_MUL(q1, q1));
-            pqx[i & 3] = V_ADD(pqx[i & 3], V_MUL(q0, x0));
-            pqx[(i + 1) & 3] = V_ADD(pqx[(i + 1) & 3], V_MUL(q1, x1));
+        VF sqqa = zero, sqqb = zero, p0 = zero, p1 = zero, p2 = zero, p3 = zero;
+        /* quant_rint_clamp: clamp, then round by adding and subtracting 1.5 * 2^23 */
+#define KF_SYM(i, acc, sqq_)                                                    \
+    do {                                                                        \
+        VF x_ = V_LOAD(xt + (i) * KF_W);                                        \
+        VF q_ = V_SUB(V_ADD(V_MAX(V_MIN(V_MUL(is, x_), qhi), qlo), magic), magic); \
+        sqq_ = V_ADD(sqq_, V_MUL(q_, q_));                                      \
+        acc = V_ADD(acc, V_MUL(q_, x_));                                        \
+    } while (0)
+        for (int i = 0; i < 16; i += 4) {
+            KF_SYM(i, p0, sqqa);
+            KF_SYM(i + 1, p1, sqqb);
+            KF_SYM(i + 2, p2, sqqa);
+            KF_SYM(i + 3, p3, sqqb);
         }
-        VF sqq = V_ADD(sqq0, sqq1), sqx = KF_SUM4(pqx);
+#undef KF_SYM
+        VF sqq = V_ADD(sqqa, sqqb), sqx = KF_SUM4(p0, p1, p2, p3);
         VF gain = V_DIV(V_MUL(sqx, sqx), sqq);
         VM upd = V_MAND(V_NLE(sqq, zero), V_GT(gain, best_gain)); /* reference: if (sqq <= 0) continue */
         best_gain = V_SEL(upd, gain, best_gain);
@@ -117,3 +143,4 @@ KF_FN(fit_symmetric)(const float *xt, int nmax, float *s_out) {
 }
 
 #undef KF_SUM4
+#undef KF_BY4
