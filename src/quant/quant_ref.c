@@ -302,43 +302,51 @@ static void qz_q4_0(const float *x, ll_block_q4_0 *b) {
 /* Four partial sums by element index i % 4, combined in a fixed order (see above). */
 static inline float sum4(const float p[4]) { return (p[0] + p[1]) + (p[2] + p[3]); }
 
+/* Squared error sum((s*q + b - x)^2) of a sub-block of 32 from its sums: codes sq = sum(q),
+ * sqq = sum(q^2), sqx = sum(q*x), sx = sum(x), sxx = sum(x^2). In double (the terms cancel
+ * heavily), evaluated in this exact order (quant_x86_kfit.h repeats it). */
+static inline double quant_affine_err(float s, float b, float sq, float sqq, float sqx, float sx, float sxx) {
+    double S = s, B = b;
+    double quad = (S * S) * (double)sqq + (2.0 * (S * B)) * (double)sq + 32.0 * (B * B);
+    double lin = S * (double)sqx + B * (double)sx;
+    return (quad - 2.0 * lin) + (double)sxx;
+}
+
 /* Fits x[0..32) ≈ s*q - m with q in [0, nmax], s >= 0, m >= 0 (the Q4_K / Q5_K sub-block
  * model), minimising the squared error. Grid search over 21 inverse scales around
- * nmax/(max-min) with a least-squares refit of (s, m) for each rounding; returns s and writes
- * *m_out. Codes are truncations of values clamped to [0, nmax] first (so no cast ever sees a
- * value out of range, whatever the input's magnitude). */
+ * nmax/(max-min): each rounds the codes, refits (s, m) to them by least squares and scores
+ * that fit on those codes (as llama.cpp's make_qkx2_quants does), so one pass over the
+ * elements per candidate is enough and the error comes from the pass's sums. Returns s and
+ * writes *m_out. Codes are truncations of values clamped to [0, nmax] first (so no cast ever
+ * sees a value out of range, whatever the input's magnitude). */
 static float quant_fit_affine(const float *x, int nmax, float *m_out) {
     const float nm = (float)nmax, n = 32.0f;
-    float lo = 0, hi = x[0], px[4] = {0};
-    for (int i = 0; i < 32; i++) { lo = quant_minf(x[i], lo); hi = quant_maxf(x[i], hi); px[i & 3] += x[i]; }
-    if (hi <= lo) { *m_out = -lo; return 0; } /* constant block at <= 0 */
-    float sx = sum4(px), range = hi - lo;
-    float best_s = range / nm, best_b = lo, inv_range = 1.0f / range, is0 = 1.0f / best_s, pe[4] = {0};
+    float lo = 0, hi = x[0], px[4] = {0}, pxx[4] = {0};
     for (int i = 0; i < 32; i++) {
-        float q = (float)(int)quant_minf((x[i] - lo) * is0 + 0.5f, nm);
-        float e = best_s * q + lo - x[i];
-        pe[i & 3] += e * e;
+        lo = quant_minf(x[i], lo);
+        hi = quant_maxf(x[i], hi);
+        px[i & 3] += x[i];
+        pxx[i & 3] += x[i] * x[i];
     }
-    float best_err = sum4(pe);
-    for (int k = -10; k <= 10; k++) {
-        float is = (nm + 0.1f * (float)k) * inv_range, sq = 0, sqq = 0, pqx[4] = {0};
+    if (hi <= lo) { *m_out = -lo; return 0; } /* constant block at <= 0 */
+    float sx = sum4(px), sxx = sum4(pxx), range = hi - lo;
+    float best_s = range / nm, best_b = lo, inv_range = 1.0f / range;
+    double best_err = 0;
+    for (int k = -11; k <= 10; k++) {
+        /* k = -11: the plain min/max fit (s = range/nmax, m = -lo), scored first */
+        float is = k < -10 ? 1.0f / best_s : (nm + 0.1f * (float)k) * inv_range, sq = 0, sqq = 0, pqx[4] = {0};
         for (int i = 0; i < 32; i++) {
             float q = (float)(int)quant_minf((x[i] - lo) * is + 0.5f, nm);
             sq += q; sqq += q * q; pqx[i & 3] += q * x[i];
         }
-        float sqx = sum4(pqx), det = n * sqq - sq * sq;
+        float sqx = sum4(pqx);
+        if (k < -10) { best_err = quant_affine_err(best_s, best_b, sq, sqq, sqx, sx, sxx); continue; }
+        float det = n * sqq - sq * sq;
         if (det <= 0) continue;
         float s = (n * sqx - sq * sx) / det, b = (sx - s * sq) / n;
         if (b > 0) { b = 0; s = sqq > 0 ? sqx / sqq : 0; } /* the min must stay <= 0 */
         if (s <= 0) continue;
-        float inv = 1.0f / s, ae[4] = {0};
-        for (int i = 0; i < 32; i++) {
-            /* (x - b) * inv may be < 0 when b > lo: clamped to code 0 */
-            float q = (float)(int)quant_minf(quant_maxf((x[i] - b) * inv + 0.5f, 0.0f), nm);
-            float e = s * q + b - x[i];
-            ae[i & 3] += e * e;
-        }
-        float err = sum4(ae);
+        double err = quant_affine_err(s, b, sq, sqq, sqx, sx, sxx);
         if (err < best_err) { best_err = err; best_s = s; best_b = b; }
     }
     *m_out = -best_b;

@@ -890,8 +890,61 @@ T_AVX2 static inline void q6k_finish(const float *x, const float s[16], ll_block
     }
 }
 
+/* quant_affine_err (quant_ref.c) for 2 x 4 lanes in double, the same operations in the same
+ * order; and the masked "err < best" update, returned as an 8-lane float mask. */
+T_AVX2 static inline void avx2_affine_err(__m256 s, __m256 b, __m256 sq, __m256 sqq, __m256 sqx, __m256 sx, __m256 sxx, __m256d e[2]) {
+    for (int h = 0; h < 2; h++) {
+#define LO_HI(v) (h ? _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)) : _mm256_cvtps_pd(_mm256_castps256_ps128(v)))
+        __m256d S = LO_HI(s), B = LO_HI(b);
+        __m256d quad = _mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(_mm256_mul_pd(S, S), LO_HI(sqq)),
+                                                   _mm256_mul_pd(_mm256_mul_pd(_mm256_set1_pd(2.0), _mm256_mul_pd(S, B)), LO_HI(sq))),
+                                     _mm256_mul_pd(_mm256_set1_pd(32.0), _mm256_mul_pd(B, B)));
+        __m256d lin = _mm256_add_pd(_mm256_mul_pd(S, LO_HI(sqx)), _mm256_mul_pd(B, LO_HI(sx)));
+        e[h] = _mm256_add_pd(_mm256_sub_pd(quad, _mm256_mul_pd(_mm256_set1_pd(2.0), lin)), LO_HI(sxx));
+#undef LO_HI
+    }
+}
+
+T_AVX2 static inline __m256 avx2_err_update(__m256 ok, const __m256d e[2], __m256d best[2]) {
+    int bits = 0;
+    for (int h = 0; h < 2; h++) {
+        __m256d lt = _mm256_cmp_pd(e[h], best[h], _CMP_LT_OQ);
+        __m256d okd = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(h ? _mm256_extractf128_si256(_mm256_castps_si256(ok), 1)
+                                                                    : _mm256_castsi256_si128(_mm256_castps_si256(ok))));
+        __m256d upd = _mm256_and_pd(lt, okd);
+        best[h] = _mm256_blendv_pd(best[h], e[h], upd);
+        bits |= _mm256_movemask_pd(upd) << (4 * h);
+    }
+    const __m256i lane = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    return _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(bits), lane), lane));
+}
+
+T_AVX512 static inline void avx512_affine_err(__m512 s, __m512 b, __m512 sq, __m512 sqq, __m512 sqx, __m512 sx, __m512 sxx, __m512d e[2]) {
+    for (int h = 0; h < 2; h++) {
+#define LO_HI(v) _mm512_cvtps_pd(h ? _mm256_castsi256_ps(_mm512_extracti64x4_epi64(_mm512_castps_si512(v), 1)) : _mm512_castps512_ps256(v))
+        __m512d S = LO_HI(s), B = LO_HI(b);
+        __m512d quad = _mm512_add_pd(_mm512_add_pd(_mm512_mul_pd(_mm512_mul_pd(S, S), LO_HI(sqq)),
+                                                   _mm512_mul_pd(_mm512_mul_pd(_mm512_set1_pd(2.0), _mm512_mul_pd(S, B)), LO_HI(sq))),
+                                     _mm512_mul_pd(_mm512_set1_pd(32.0), _mm512_mul_pd(B, B)));
+        __m512d lin = _mm512_add_pd(_mm512_mul_pd(S, LO_HI(sqx)), _mm512_mul_pd(B, LO_HI(sx)));
+        e[h] = _mm512_add_pd(_mm512_sub_pd(quad, _mm512_mul_pd(_mm512_set1_pd(2.0), lin)), LO_HI(sxx));
+#undef LO_HI
+    }
+}
+
+T_AVX512 static inline __mmask16 avx512_err_update(__mmask16 ok, const __m512d e[2], __m512d best[2]) {
+    __mmask8 u0 = _mm512_mask_cmp_pd_mask((__mmask8)(ok & 0xff), e[0], best[0], _CMP_LT_OQ);
+    __mmask8 u1 = _mm512_mask_cmp_pd_mask((__mmask8)(ok >> 8), e[1], best[1], _CMP_LT_OQ);
+    best[0] = _mm512_mask_blend_pd(u0, best[0], e[0]);
+    best[1] = _mm512_mask_blend_pd(u1, best[1], e[1]);
+    return (__mmask16)(u0 | (u1 << 8));
+}
+
 /* ---- the fits, 8 lanes (AVX2) */
 #define KF_W 8
+#define VD __m256d
+#define KF_ERR(s, b, sq, sqq, sqx, sx, sxx, e) avx2_affine_err(s, b, sq, sqq, sqx, sx, sxx, e)
+#define KF_UPD(ok, e, best) avx2_err_update(ok, e, best)
 #define KF_FN(name) T_AVX2 static void avx2_##name
 #define VF __m256
 #define VM __m256
@@ -918,6 +971,9 @@ T_AVX2 static inline void q6k_finish(const float *x, const float s[16], ll_block
 #define V_ANY(m) (_mm256_movemask_ps(m) != 0)
 #include "quant_x86_kfit.h"
 #undef KF_W
+#undef VD
+#undef KF_ERR
+#undef KF_UPD
 #undef KF_FN
 #undef VF
 #undef VM
@@ -945,6 +1001,9 @@ T_AVX2 static inline void q6k_finish(const float *x, const float s[16], ll_block
 
 /* ---- the fits, 16 lanes (AVX-512) */
 #define KF_W 16
+#define VD __m512d
+#define KF_ERR(s, b, sq, sqq, sqx, sx, sxx, e) avx512_affine_err(s, b, sq, sqq, sqx, sx, sxx, e)
+#define KF_UPD(ok, e, best) avx512_err_update(ok, e, best)
 #define KF_FN(name) T_AVX512 static void avx512_##name
 #define VF __m512
 #define VM __mmask16
@@ -971,6 +1030,9 @@ T_AVX2 static inline void q6k_finish(const float *x, const float s[16], ll_block
 #define V_ANY(m) ((m) != 0)
 #include "quant_x86_kfit.h"
 #undef KF_W
+#undef VD
+#undef KF_ERR
+#undef KF_UPD
 #undef KF_FN
 #undef VF
 #undef VM

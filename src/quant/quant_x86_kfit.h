@@ -4,8 +4,9 @@
  * vector width, after it defines:
  *   KF_W         lanes (8: AVX2, 16: AVX-512)
  *   KF_FN(name)  the function's attributes and name for this width
- *   VF, VM       float vector and comparison-mask types
+ *   VF, VM       float vector and comparison-mask types; VD a vector of KF_W / 2 doubles
  *   V_*          the operations below, each one IEEE operation per lane
+ *   KF_ERR, KF_UPD  the candidate error in double (see fit_affine)
  *
  * Why lanes = sub-blocks: the reference fit is a long chain of scalar decisions per sub-block
  * (21 candidate scales, each a rounding pass, a least-squares refit and an error pass). Running
@@ -23,40 +24,38 @@
 #define KF_BY4(STEP, i0, a0, a1, a2, a3) \
     do { STEP((i0), a0); STEP((i0) + 1, a1); STEP((i0) + 2, a2); STEP((i0) + 3, a3); } while (0)
 
-/* quant_fit_affine for KF_W sub-blocks of 32: writes s[j] and m[j]. */
+/* quant_fit_affine for KF_W sub-blocks of 32: writes s[j] and m[j]. The error of each
+ * candidate is quant_affine_err in double: KF_ERR computes it for the two halves of the lanes
+ * (VD vectors of KF_W / 2 doubles) and KF_UPD(ok, err, best) returns the lanes where ok and
+ * err < best, updating best there. */
 KF_FN(fit_affine)(const float *xt, float nm_s, float *s_out, float *m_out) {
     const VF zero = V_ZERO(), one = V_SET1(1.0f), half = V_SET1(0.5f), nm = V_SET1(nm_s), n = V_SET1(32.0f);
     VF lo = zero, hi = V_LOAD(xt), p0 = zero, p1 = zero, p2 = zero, p3 = zero;
-#define KF_RANGE(i, acc)                  \
+    VF r0 = zero, r1 = zero, r2 = zero, r3 = zero;
+#define KF_RANGE(i, acc, acc2)            \
     do {                                  \
         VF x_ = V_LOAD(xt + (i) * KF_W);  \
         lo = V_MIN(x_, lo);               \
         hi = V_MAX(x_, hi);               \
         acc = V_ADD(acc, x_);             \
+        acc2 = V_ADD(acc2, V_MUL(x_, x_)); \
     } while (0)
-    for (int i = 0; i < 32; i += 4) KF_BY4(KF_RANGE, i, p0, p1, p2, p3);
+    for (int i = 0; i < 32; i += 4) {
+        KF_RANGE(i, p0, r0);
+        KF_RANGE(i + 1, p1, r1);
+        KF_RANGE(i + 2, p2, r2);
+        KF_RANGE(i + 3, p3, r3);
+    }
 #undef KF_RANGE
     VM dead = V_LE(hi, lo); /* constant sub-blocks: the reference returns s = 0, m = -lo */
-    VF sx = KF_SUM4(p0, p1, p2, p3), range = V_SUB(hi, lo);
-    VF best_s = V_DIV(range, nm), best_b = lo, inv_range = V_DIV(one, range), is0 = V_DIV(one, best_s);
+    VF sx = KF_SUM4(p0, p1, p2, p3), sxx = KF_SUM4(r0, r1, r2, r3), range = V_SUB(hi, lo);
+    VF best_s = V_DIV(range, nm), best_b = lo, inv_range = V_DIV(one, range);
     float xl[32 * KF_W] __attribute__((aligned(64))); /* x - lo, used by every candidate */
-    p0 = p1 = p2 = p3 = zero;
-#define KF_ERR0(i, acc)                                                \
-    do {                                                               \
-        VF x_ = V_LOAD(xt + (i) * KF_W), d_ = V_SUB(x_, lo);           \
-        V_STORE(xl + (i) * KF_W, d_);                                  \
-        VF q_ = V_TRUNC(V_MIN(V_ADD(V_MUL(d_, is0), half), nm));       \
-        VF e_ = V_SUB(V_ADD(V_MUL(best_s, q_), lo), x_);               \
-        acc = V_ADD(acc, V_MUL(e_, e_));                               \
-    } while (0)
-    for (int i = 0; i < 32; i += 4) KF_BY4(KF_ERR0, i, p0, p1, p2, p3);
-#undef KF_ERR0
-    VF best_err = KF_SUM4(p0, p1, p2, p3);
-    for (int k = -10; k <= 10; k++) {
-        VF is = V_MUL(V_SET1(nm_s + 0.1f * (float)k), inv_range);
-        VF sqa = zero, sqb = zero, sqqa = zero, sqqb = zero;
-        p0 = p1 = p2 = p3 = zero;
-        /* the code sums are exact (small integers): any order, two chains each */
+    for (int i = 0; i < 32; i++) V_STORE(xl + i * KF_W, V_SUB(V_LOAD(xt + i * KF_W), lo));
+    VD best_err[2], err[2];
+    /* one pass per candidate: codes, and the sums of codes (exact: small integers, any order,
+     * two chains each) and of code * x (four partial sums) */
+    VF sq, sqq, sqx;
 #define KF_SEARCH(i, acc, sq_, sqq_)                                                 \
     do {                                                                             \
         VF q_ = V_TRUNC(V_MIN(V_ADD(V_MUL(V_LOAD(xl + (i) * KF_W), is), half), nm)); \
@@ -64,14 +63,24 @@ KF_FN(fit_affine)(const float *xt, float nm_s, float *s_out, float *m_out) {
         sqq_ = V_ADD(sqq_, V_MUL(q_, q_));                                           \
         acc = V_ADD(acc, V_MUL(q_, V_LOAD(xt + (i) * KF_W)));                        \
     } while (0)
-        for (int i = 0; i < 32; i += 4) {
-            KF_SEARCH(i, p0, sqa, sqqa);
-            KF_SEARCH(i + 1, p1, sqb, sqqb);
-            KF_SEARCH(i + 2, p2, sqa, sqqa);
-            KF_SEARCH(i + 3, p3, sqb, sqqb);
-        }
-#undef KF_SEARCH
-        VF sq = V_ADD(sqa, sqb), sqq = V_ADD(sqqa, sqqb), sqx = KF_SUM4(p0, p1, p2, p3);
+#define KF_PASS(is_)                                                 \
+    do {                                                             \
+        const VF is = (is_);                                         \
+        VF sqa = zero, sqb = zero, sqqa = zero, sqqb = zero;         \
+        p0 = p1 = p2 = p3 = zero;                                    \
+        for (int i = 0; i < 32; i += 4) {                            \
+            KF_SEARCH(i, p0, sqa, sqqa);                             \
+            KF_SEARCH(i + 1, p1, sqb, sqqb);                         \
+            KF_SEARCH(i + 2, p2, sqa, sqqa);                         \
+            KF_SEARCH(i + 3, p3, sqb, sqqb);                         \
+        }                                                            \
+        sq = V_ADD(sqa, sqb), sqq = V_ADD(sqqa, sqqb), sqx = KF_SUM4(p0, p1, p2, p3); \
+    } while (0)
+    /* the plain min/max fit, scored first (the reference's k = -11) */
+    KF_PASS(V_DIV(one, best_s));
+    KF_ERR(best_s, best_b, sq, sqq, sqx, sx, sxx, best_err);
+    for (int k = -10; k <= 10; k++) {
+        KF_PASS(V_MUL(V_SET1(nm_s + 0.1f * (float)k), inv_range));
         VF det = V_SUB(V_MUL(n, sqq), V_MUL(sq, sq));
         VM ok = V_NLE(det, zero); /* reference: if (det <= 0) continue */
         if (!V_ANY(ok)) continue;
@@ -82,23 +91,13 @@ KF_FN(fit_affine)(const float *xt, float nm_s, float *s_out, float *m_out) {
         s = V_SEL(bpos, V_SEL(V_GT(sqq, zero), V_DIV(sqx, sqq), zero), s);
         ok = V_MAND(ok, V_NLE(s, zero)); /* reference: if (s <= 0) continue */
         if (!V_ANY(ok)) continue;
-        VF inv = V_DIV(one, s);
-        p0 = p1 = p2 = p3 = zero;
-#define KF_ERR(i, acc)                                                                  \
-    do {                                                                                \
-        VF x_ = V_LOAD(xt + (i) * KF_W);                                                \
-        VF q_ = V_TRUNC(V_MIN(V_MAX(V_ADD(V_MUL(V_SUB(x_, b), inv), half), zero), nm)); \
-        VF e_ = V_SUB(V_ADD(V_MUL(s, q_), b), x_);                                      \
-        acc = V_ADD(acc, V_MUL(e_, e_));                                                \
-    } while (0)
-        for (int i = 0; i < 32; i += 4) KF_BY4(KF_ERR, i, p0, p1, p2, p3);
-#undef KF_ERR
-        VF err = KF_SUM4(p0, p1, p2, p3);
-        VM upd = V_MAND(ok, V_LT(err, best_err));
-        best_err = V_SEL(upd, err, best_err);
+        KF_ERR(s, b, sq, sqq, sqx, sx, sxx, err);
+        VM upd = KF_UPD(ok, err, best_err);
         best_s = V_SEL(upd, s, best_s);
         best_b = V_SEL(upd, b, best_b);
     }
+#undef KF_PASS
+#undef KF_SEARCH
     V_STORE(s_out, V_SEL(dead, zero, best_s));
     V_STORE(m_out, V_SEL(dead, V_NEG(lo), V_NEG(best_b)));
 }
