@@ -30,6 +30,7 @@
  * err < best, updating best there. */
 KF_FN(fit_affine)(const float *xt, float nm_s, float *s_out, float *m_out) {
     const VF zero = V_ZERO(), one = V_SET1(1.0f), half = V_SET1(0.5f), nm = V_SET1(nm_s), n = V_SET1(32.0f);
+    const VF inv_n = V_SET1(1.0f / 32.0f);
     VF lo = zero, hi = V_LOAD(xt), p0 = zero, p1 = zero, p2 = zero, p3 = zero;
     VF r0 = zero, r1 = zero, r2 = zero, r3 = zero;
 #define KF_RANGE(i, acc, acc2)            \
@@ -85,10 +86,12 @@ KF_FN(fit_affine)(const float *xt, float nm_s, float *s_out, float *m_out) {
         VM ok = V_NLE(det, zero); /* reference: if (det <= 0) continue */
         if (!V_ANY(ok)) continue;
         VF s = V_DIV(V_SUB(V_MUL(n, sqx), V_MUL(sq, sx)), det);
-        VF b = V_DIV(V_SUB(sx, V_MUL(s, sq)), n);
+        VF b = V_MUL(V_SUB(sx, V_MUL(s, sq)), inv_n); /* = / 32 exactly (a power of two) */
         VM bpos = V_GT(b, zero);
-        b = V_SEL(bpos, zero, b);
-        s = V_SEL(bpos, V_SEL(V_GT(sqq, zero), V_DIV(sqx, sqq), zero), s);
+        if (V_ANY(bpos)) { /* rare for weights of both signs: skip the division */
+            b = V_SEL(bpos, zero, b);
+            s = V_SEL(bpos, V_SEL(V_GT(sqq, zero), V_DIV(sqx, sqq), zero), s);
+        }
         ok = V_MAND(ok, V_NLE(s, zero)); /* reference: if (s <= 0) continue */
         if (!V_ANY(ok)) continue;
         KF_ERR(s, b, sq, sqq, sqx, sx, sxx, err);
@@ -113,7 +116,9 @@ KF_FN(fit_symmetric)(const float *xt, int nmax, float *s_out) {
         max = V_SEL(gt, x, max);
     }
     VM dead = V_EQ(amax, zero);
-    VF best_s = zero, best_gain = V_SET1(-1.0f);
+    /* best_s = best_num / best_den, divided once at the end (the same division as the
+     * reference's, on the same operands; 0 / 1 = +0 where no candidate won) */
+    VF best_num = zero, best_den = V_SET1(1.0f), best_gain = V_SET1(-1.0f);
     for (int k = -10; k <= 10; k++) {
         VF is = V_DIV(V_SET1(-((float)nmax + 0.1f * (float)k)), max);
         VF sqqa = zero, sqqb = zero, p0 = zero, p1 = zero, p2 = zero, p3 = zero;
@@ -136,9 +141,10 @@ KF_FN(fit_symmetric)(const float *xt, int nmax, float *s_out) {
         VF gain = V_DIV(V_MUL(sqx, sqx), sqq);
         VM upd = V_MAND(V_NLE(sqq, zero), V_GT(gain, best_gain)); /* reference: if (sqq <= 0) continue */
         best_gain = V_SEL(upd, gain, best_gain);
-        best_s = V_SEL(upd, V_DIV(sqx, sqq), best_s);
+        best_num = V_SEL(upd, sqx, best_num);
+        best_den = V_SEL(upd, sqq, best_den);
     }
-    V_STORE(s_out, V_SEL(dead, zero, best_s));
+    V_STORE(s_out, V_SEL(dead, zero, V_DIV(best_num, best_den)));
 }
 
 #undef KF_SUM4
