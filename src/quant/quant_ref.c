@@ -10,9 +10,12 @@
  *   every sub-block (32 elements for Q4_K/Q5_K, 16 for Q6_K) gets a scale (and for Q4_K/Q5_K a
  *   non-negative min) chosen by a grid search over 21 candidate inverse scales around
  *   nmax/range; for each candidate the integer codes are rounded and the scale/min refitted by
- *   least squares, keeping the candidate with the smallest squared error. The per-sub-block
+ *   least squares, keeping the candidate with the smallest squared error (of that fit on the
+ *   candidate's own codes, as llama.cpp's make_qkx2_quants scores it). The per-sub-block
  *   scales and mins are then quantized to 6 bits (Q4_K/Q5_K) or int8 (Q6_K) against
  *   fp16-rounded super-block scales, and the codes are re-rounded with the final scales.
+ *   The fits are written so that quant_x86.c can run them one sub-block per SIMD lane and
+ *   produce the same bytes (see "K-quant fits" below); `lilac convert` uses those.
  *   Measured RMSE / RMS(signal) on N(0,1) data (tests/test_quant.c checks bounds):
  *   Q4_K 0.072, Q5_K 0.036, Q6_K 0.017, Q4_0 0.087, Q8_0 0.0054, Q8_K 0.0070, MLX4 0.090,
  *   MLX8 0.0054 (64 blocks of 256; the fits use unweighted squared error).
