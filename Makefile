@@ -47,7 +47,7 @@ endif
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all test test-gpu fuzz clean bench bench-cpu bench-privacy setup run lab
+.PHONY: all test test-gpu fuzz clean bench bench-cpu bench-quant bench-privacy setup run lab
 all: $(BUILD)/lilac $(BUILD)/liblilac.a
 
 $(BUILD)/liblilac.a: $(LIB_OBJ) $(CU_OBJ)
@@ -88,6 +88,10 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/liblilac.a
 
 bench-cpu: $(BUILD)/bench/cpu_gemv
 	$(BUILD)/bench/cpu_gemv
+
+# quantizer throughput per core and level (the figure behind `lilac convert`'s speed)
+bench-quant: $(BUILD)/bench/quant_speed
+	$(BUILD)/bench/quant_speed --threads $$(nproc)
 
 # privacy gate: the synthetic labelled set (deterministic) and the rule evaluation + scan-time bound
 bench-privacy: $(BUILD)/bench/privacy_eval

@@ -43,6 +43,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -539,6 +540,7 @@ typedef struct chunk_job {
     int64_t r0, nr;            /* output rows */
     uint8_t *out;              /* [nr] rows of t->type */
     float *scratch;            /* [nth][2][cols] */
+    atomic_llong next;         /* first row of the chunk not yet claimed by a worker */
 } chunk_job;
 
 /* Source row of output row r (V-head reorder along rows). */
@@ -548,13 +550,10 @@ static int64_t src_row(const out_tensor *t, const qwen_hparams *hp, int64_t r) {
     return t->perm_off + grouped_of(hp, u / t->perm_dim) * t->perm_dim + u % t->perm_dim;
 }
 
-static void chunk_worker(void *ctx, int ith, int nth) {
-    chunk_job *j = ctx;
+/* Output rows [lo, hi) of the chunk (indices within it); f, g: [cols] scratch. */
+static void chunk_rows(chunk_job *j, int64_t lo, int64_t hi, float *f, float *g, size_t rb) {
     const out_tensor *t = j->t;
-    int64_t lo, hi, cols = t->cols;
-    ll_split_range(j->nr, ith, nth, &lo, &hi);
-    float *f = j->scratch + (size_t)ith * 2 * (size_t)cols, *g = f + cols;
-    size_t rb = quant_row_bytes(t->type, cols);
+    int64_t cols = t->cols;
     for (int64_t i = lo; i < hi; i++) {
         int64_t r = j->r0 + i;
         uint8_t *dst = j->out + (size_t)i * rb;
@@ -576,6 +575,25 @@ static void chunk_worker(void *ctx, int ith, int nth) {
         } else {
             quant_quantize_row(t->type, f, dst, cols);
         }
+    }
+}
+
+/* Rows are claimed in small batches from a shared counter rather than split evenly up front:
+ * on a busy machine a worker that loses its core would otherwise leave the others (and the
+ * pool's caller, which spins until all are done) idle for the rest of the chunk. */
+static void chunk_worker(void *ctx, int ith, int nth) {
+    (void)nth;
+    chunk_job *j = ctx;
+    const out_tensor *t = j->t;
+    int64_t cols = t->cols;
+    float *f = j->scratch + (size_t)ith * 2 * (size_t)cols, *g = f + cols;
+    size_t rb = quant_row_bytes(t->type, cols);
+    const int64_t batch = LL_MAX(1, (int64_t)((64 << 10) / rb)); /* ~64 KiB of output per claim */
+    for (;;) {
+        int64_t lo = atomic_fetch_add_explicit(&j->next, batch, memory_order_relaxed);
+        if (lo >= j->nr) break;
+        int64_t hi = LL_MIN(j->nr, lo + batch);
+        chunk_rows(j, lo, hi, f, g, rb);
     }
 }
 
@@ -779,12 +797,13 @@ ll_status convert_model(const char *src, const char *dst, const convert_opts *o,
         const out_tensor *t = &p.t[i];
         size_t rb = quant_row_bytes(t->type, t->cols);
         int64_t per = LL_MAX(1, (int64_t)(chunk / rb));
-        chunk_job j = {t, &m->hp, 0, 0, NULL, scratch};
+        chunk_job j = {t, &m->hp, 0, 0, NULL, scratch, 0};
         for (int64_t r = 0; r < t->rows && st == LL_OK; r += per) {
             if (o->cancel && *o->cancel) { st = ll_err(LL_ERR_CANCELLED, "convert: interrupted; %s not written", dst); break; }
             j.r0 = r;
             j.nr = LL_MIN(per, t->rows - r);
             j.out = buf + (size_t)cur * (chunk + max_rb);
+            atomic_store_explicit(&j.next, 0, memory_order_relaxed); /* ll_pool_run publishes it */
             /* start reading the next chunk's source while this one is quantized */
             if (r + per < t->rows) prefetch_rows(t, r + per, LL_MIN(per, t->rows - r - per));
             else if (i + 1 < p.n) {
