@@ -16,6 +16,10 @@
  * Dequantization kernels compute exactly the scalar expressions (mul then sub, no FMA), so
  * they are bit-identical to the reference; the fp32 dots differ from it only by rounding
  * (summation order, FMA), the integer dots only by the order of the final fp32 sums.
+ *
+ * Quantization (`lilac convert`): Q4_K / Q5_K / Q6_K / Q8_0 weight rows, bit-identical to the
+ * reference — the K-quant sub-block fits run one sub-block per lane (quant_x86_kfit.h, 8 lanes
+ * on AVX2, 16 on AVX-512), see "quantization" below.
  */
 #include "quant_internal.h"
 
@@ -1107,11 +1111,16 @@ T_AVX512 static void avx512_quant_k4(const float *src, uint8_t *dst, int64_t n, 
         k4_transpose(x + LL_QK_K, xt, 16, 8);
         avx512_fit_affine(xt, (float)nmax, s, m);
         for (int h = 0; h < 2; h++) {
-            uint8_t *b = dst + (size_t)(i + h) * bb;
-            /* Q4_K and Q5_K both begin with { u16 d, dmin; u8 scales[12] } */
-            k4_finish(x + h * LL_QK_K, s + 8 * h, m + 8 * h, nmax, (uint16_t *)b, (uint16_t *)(b + 2), b + 4, q);
-            if (nmax == 15) q4k_pack(q, (ll_block_q4_K *)b);
-            else q5k_pack(q, (ll_block_q5_K *)b);
+            const float *xh = x + h * LL_QK_K;
+            if (nmax == 15) {
+                ll_block_q4_K *b = (ll_block_q4_K *)(dst + (size_t)(i + h) * bb);
+                k4_finish(xh, s + 8 * h, m + 8 * h, nmax, &b->d, &b->dmin, b->scales, q);
+                q4k_pack(q, b);
+            } else {
+                ll_block_q5_K *b = (ll_block_q5_K *)(dst + (size_t)(i + h) * bb);
+                k4_finish(xh, s + 8 * h, m + 8 * h, nmax, &b->d, &b->dmin, b->scales, q);
+                q5k_pack(q, b);
+            }
         }
     }
     if (i < nb) {
