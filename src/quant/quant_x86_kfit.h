@@ -9,7 +9,8 @@
  *   KF_ERR, KF_UPD  the candidate error in double (see fit_affine)
  *
  * Why lanes = sub-blocks: the reference fit is a long chain of scalar decisions per sub-block
- * (21 candidate scales, each a rounding pass, a least-squares refit and an error pass). Running
+ * (21 candidate scales, each a rounding pass with its sums, a least-squares refit and its
+ * error, kept if smallest). Running
  * W sub-blocks side by side turns every scalar operation into the same operation on a vector,
  * with the reference's early exits (`continue`, constant sub-blocks) as lane masks; each lane
  * then performs exactly the reference's operations in the reference's order, so the results are
@@ -19,10 +20,8 @@
 
 /* (p0 + p1) + (p2 + p3), the reference's sum4 */
 #define KF_SUM4(a0, a1, a2, a3) V_ADD(V_ADD(a0, a1), V_ADD(a2, a3))
-/* Runs STEP(i, acc) for the 4 elements i0..i0+3 with partial sum acc = a0..a3 (element i goes
- * into partial sum i % 4). Written out, not as arrays, so the sums stay in registers. */
-#define KF_BY4(STEP, i0, a0, a1, a2, a3) \
-    do { STEP((i0), a0); STEP((i0) + 1, a1); STEP((i0) + 2, a2); STEP((i0) + 3, a3); } while (0)
+/* The loops over elements are unrolled by 4 by hand (element i goes into partial sum i % 4,
+ * named variables rather than arrays) so that the partial sums stay in registers. */
 
 /* quant_fit_affine for KF_W sub-blocks of 32: writes s[j] and m[j]. The error of each
  * candidate is quant_affine_err in double: KF_ERR computes it for the two halves of the lanes
@@ -148,4 +147,3 @@ KF_FN(fit_symmetric)(const float *xt, int nmax, float *s_out) {
 }
 
 #undef KF_SUM4
-#undef KF_BY4
