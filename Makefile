@@ -13,7 +13,9 @@ CUDA    ?= $(if $(NVCC),1,0)
 SAN     ?= 0
 BUILD   := $(if $(filter 1,$(SAN)),build-san,build)
 
-CFLAGS  := -std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
+# -ffp-contract=off: no silent FMA contraction, so the SIMD quantizers (quant_x86.c) can reproduce
+# the scalar reference's roundings exactly, whatever the compiler's default.
+CFLAGS  := -std=c11 -D_GNU_SOURCE -O2 -g -ffp-contract=off -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter \
            -fno-strict-aliasing -pthread -MMD -MP -Iinclude -Isrc $(shell pkg-config --cflags libcjson libpcre2-8 2>/dev/null)
 LDLIBS  := -lcjson -lpcre2-8 -lutf8proc -lmicrohttpd -lcurl -lcrypto -lm -lpthread
 ifeq ($(SAN),1)
@@ -45,7 +47,7 @@ endif
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all test test-gpu fuzz clean bench bench-cpu bench-privacy setup run lab
+.PHONY: all test test-gpu fuzz clean bench bench-cpu bench-quant bench-privacy setup run lab
 all: $(BUILD)/lilac $(BUILD)/liblilac.a
 
 $(BUILD)/liblilac.a: $(LIB_OBJ) $(CU_OBJ)
@@ -86,6 +88,10 @@ $(BUILD)/bench/%: bench/%.c $(BUILD)/liblilac.a
 
 bench-cpu: $(BUILD)/bench/cpu_gemv
 	$(BUILD)/bench/cpu_gemv
+
+# quantizer throughput per core and level (the figure behind `lilac convert`'s speed)
+bench-quant: $(BUILD)/bench/quant_speed
+	$(BUILD)/bench/quant_speed --threads $$(nproc)
 
 # privacy gate: the synthetic labelled set (deterministic) and the rule evaluation + scan-time bound
 bench-privacy: $(BUILD)/bench/privacy_eval

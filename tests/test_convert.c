@@ -26,6 +26,7 @@
 #include "format/gguf.h"
 #include "format/safetensors.h"
 #include "format/synth.h"
+#include "quant/quant.h"
 #include "tokenizer/tokenizer.h"
 
 /* ---------------------------------------------------------------- helpers */
@@ -246,6 +247,32 @@ static void test_quantize_gguf_matches_direct(void **st) {
     gguf_close(ga);
     gguf_close(gb);
     gguf_close(gs);
+}
+
+/* The file must not depend on the CPU or the thread count: the SIMD quantizers write the same
+ * bytes as the scalar reference, and rows are independent of how they are shared out. */
+static void test_output_independent_of_simd_and_threads(void **st) {
+    (void)st;
+    static const convert_type types[] = {CONVERT_Q4_K_M, CONVERT_Q4_K_S, CONVERT_Q6_K, CONVERT_Q8_0};
+    for (size_t k = 0; k < LL_ARRAY_LEN(types); k++) {
+        char a[512], b[512];
+        path(a, sizeof(a), g_tmp, "simd.gguf");
+        path(b, sizeof(b), g_tmp, "scalar.gguf");
+        convert_ok(tu_shared_path("fixtures/small"), a, types[k]); /* SIMD kernels, 2 threads */
+        quant_force_scalar(1);
+        convert_opts o = {.type = types[k], .threads = 1, .force = 1};
+        ll_status rc = convert_model(tu_shared_path("fixtures/small"), b, &o, NULL);
+        quant_force_scalar(0);
+        if (rc != LL_OK) fail_msg("convert (scalar): %s", ll_errmsg());
+        char *da = NULL, *db = NULL;
+        size_t na = 0, nb = 0;
+        assert_int_equal(ll_read_file(a, &da, &na), LL_OK);
+        assert_int_equal(ll_read_file(b, &db, &nb), LL_OK);
+        assert_int_equal(na, nb);
+        if (memcmp(da, db, na) != 0) fail_msg("%s: the SIMD / 2-thread file differs from the scalar / 1-thread one", convert_type_name(types[k]));
+        ll_free(da);
+        ll_free(db);
+    }
 }
 
 /* ---------------------------------------------------------------- type rule */
@@ -672,6 +699,7 @@ int main(void) {
         cmocka_unit_test(test_convert_bf16_golden),
         cmocka_unit_test(test_convert_quantized_quality),
         cmocka_unit_test(test_quantize_gguf_matches_direct),
+        cmocka_unit_test(test_output_independent_of_simd_and_threads),
         cmocka_unit_test(test_bad_missing_shard),
         cmocka_unit_test(test_bad_truncated_shard),
         cmocka_unit_test(test_bad_wrong_shape),

@@ -513,6 +513,93 @@ static void test_dot_products(void **state) { (void)state; for_each_simd(run_dot
 static void test_dot_extremes(void **state) { (void)state; for_each_simd(run_dot_extremes); }
 static void test_simd_matches_scalar_random_bytes(void **state) { (void)state; for_each_simd(run_random_bytes); }
 
+/* ------------------------------------------------------------------ SIMD quantizers == reference */
+
+/* Quantizes x[n] with the scalar reference and with the selected SIMD kernels; the bytes must be
+ * identical (`lilac convert` uses the SIMD ones, and files must not depend on the CPU). */
+static void expect_same_quant(ll_type t, const float *x, int64_t n, const char *what) {
+    size_t bytes = quant_row_bytes(t, n);
+    uint8_t *ref = xalloc(bytes), *got = xalloc(bytes);
+    memset(ref, 0xa5, bytes);
+    memset(got, 0x5a, bytes); /* every byte must be written */
+    quant_force_scalar(1);
+    quant_quantize_row(t, x, ref, n);
+    quant_force_scalar(0);
+    quant_quantize_row(t, x, got, n);
+    for (size_t i = 0; i < bytes; i++)
+        if (ref[i] != got[i])
+            fail_msg("%s %s (%s, n=%lld): byte %zu (block %zu) is %02x, reference %02x", quant_type_name(t), what, quant_simd_name(),
+                     (long long)n, i, i / quant_block_bytes(t), got[i], ref[i]);
+    ll_free(ref);
+    ll_free(got);
+}
+
+static void run_quant_bit_identical(void) {
+    static const ll_type types[] = {LL_TYPE_Q4_K, LL_TYPE_Q5_K, LL_TYPE_Q6_K, LL_TYPE_Q8_0};
+    const int64_t nmax = 256 * 1024;
+    float *x = xalloc((size_t)nmax * sizeof(float));
+    for (size_t c = 0; c < LL_ARRAY_LEN(types); c++) {
+        ll_type t = types[c];
+        /* random data over many magnitudes (including fp16 under- and overflow of the scales),
+         * bf16-rounded like the real source */
+        static const float scales[] = {1.0f, 0.02f, 1e-3f, 3e-8f, 1e-30f, 1e-42f, 1e4f, 3e6f, 1e30f};
+        for (size_t k = 0; k < LL_ARRAY_LEN(scales); k++) {
+            int64_t n = k == 0 ? nmax : 256 * 8;
+            fill_normal(x, n, scales[k]);
+            if (k == 1)
+                for (int64_t i = 0; i < n; i++) x[i] = ll_bf16_to_f32(ll_f32_to_bf16(x[i]));
+            expect_same_quant(t, x, n, "random");
+        }
+        /* odd block counts (the AVX-512 K4 path pairs blocks) and single blocks */
+        for (int64_t nb = 1; nb <= 5; nb += 2) {
+            fill_normal(x, 256 * nb, 0.5f);
+            expect_same_quant(t, x, 256 * nb, "odd size");
+        }
+        if (t == LL_TYPE_Q8_0) {
+            fill_normal(x, 32 * 3, 1.0f);
+            expect_same_quant(t, x, 32 * 3, "odd size");
+        }
+        /* one-signed data (mins at zero, all-negative mins), uniform data */
+        const int64_t n = 256 * 16;
+        for (int64_t i = 0; i < n; i++) x[i] = rng_unif();
+        expect_same_quant(t, x, n, "uniform positive");
+        for (int64_t i = 0; i < n; i++) x[i] = -3.0f * rng_unif();
+        expect_same_quant(t, x, n, "uniform negative");
+        /* zeros, constants, and constant sub-blocks mixed with random ones */
+        memset(x, 0, (size_t)n * sizeof(float));
+        expect_same_quant(t, x, n, "zeros");
+        for (int64_t i = 0; i < n; i++) x[i] = -0.0f;
+        expect_same_quant(t, x, n, "negative zeros");
+        for (int64_t i = 0; i < n; i++) x[i] = 0.75f;
+        expect_same_quant(t, x, n, "constant positive");
+        for (int64_t i = 0; i < n; i++) x[i] = -2.5f;
+        expect_same_quant(t, x, n, "constant negative");
+        fill_normal(x, n, 1.0f);
+        for (int64_t i = 0; i < n; i++)
+            if ((i / 16) % 3 == 0) x[i] = (i / 16) % 2 ? 1.0f : 0.0f;
+        expect_same_quant(t, x, n, "constant sub-blocks");
+        /* sparse spikes, one outlier per sub-block, exact ties (multiples of 1/2, small integers) */
+        memset(x, 0, (size_t)n * sizeof(float));
+        for (int64_t i = 0; i < n; i += 37) x[i] = (i & 1) ? 5.0f : -7.0f;
+        expect_same_quant(t, x, n, "sparse");
+        fill_normal(x, n, 0.01f);
+        for (int64_t i = 5; i < n; i += 16) x[i] = 40.0f;
+        expect_same_quant(t, x, n, "outliers");
+        for (int64_t i = 0; i < n; i++) x[i] = 0.5f * (float)((int)(rng_u32() % 64) - 32);
+        expect_same_quant(t, x, n, "half-integers");
+        for (int64_t i = 0; i < n; i++) x[i] = (float)(rng_u32() % 16);
+        expect_same_quant(t, x, n, "small integers");
+        /* huge magnitudes whose ranges overflow fp32 (NaN-free input, non-finite intermediates) */
+        for (int64_t i = 0; i < n; i++) x[i] = (rng_u32() & 1 ? 3.0e38f : -3.0e38f) * rng_unif();
+        expect_same_quant(t, x, n, "near FLT_MAX");
+        /* subnormals */
+        for (int64_t i = 0; i < n; i++) x[i] = 1e-40f * rng_normal();
+        expect_same_quant(t, x, n, "subnormal");
+    }
+    ll_free(x);
+}
+static void test_quant_simd_bit_identical(void **state) { (void)state; for_each_simd(run_quant_bit_identical); }
+
 static void test_force_simd(void **state) {
     (void)state;
     assert_int_equal(quant_force_simd("bogus"), -1);
@@ -541,6 +628,7 @@ int main(void) {
         cmocka_unit_test(test_dot_products),
         cmocka_unit_test(test_dot_extremes),
         cmocka_unit_test(test_simd_matches_scalar_random_bytes),
+        cmocka_unit_test(test_quant_simd_bit_identical),
         cmocka_unit_test(test_force_simd),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -87,6 +87,10 @@ int cmd_convert(int argc, char **argv) {
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    /* a closed stderr pipe (`lilac convert ... 2>&1 | head`) must not kill us mid-file and leave
+     * the .part behind: the progress write just fails */
+    signal(SIGPIPE, SIG_IGN);
     /* a file-size limit must be an error we report (and clean up after), not a signal that kills */
     signal(SIGXFSZ, SIG_IGN);
     convert_stats s;

@@ -7,8 +7,10 @@
  * wrong shape, unsupported dtype) with a message naming the tensor. Matrices stay views into the
  * memory-mapped files, so nothing is read until it is converted. The canonical model is then
  * written in llama.cpp's conventions, tensor by tensor, in chunks of rows quantized by all
- * threads, each chunk written before the next is read (peak memory: two chunk buffers plus
- * the model's small fp32 vectors; pages of the source already converted are dropped).
+ * threads. The three stages overlap: while the pool quantizes chunk k, a writer thread writes
+ * chunk k - 1 and the kernel reads chunk k + 1 ahead (MADV_WILLNEED). Peak memory: two chunk
+ * buffers plus the model's small fp32 vectors; pages of the source already converted are
+ * dropped.
  *
  * llama.cpp conventions (ggml-org/llama.cpp):
  *  - tensor names: src/llama-arch.cpp LLM_TENSOR_NAMES for LLM_ARCH_QWEN35MOE (the same names
@@ -40,6 +42,8 @@
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -536,6 +540,7 @@ typedef struct chunk_job {
     int64_t r0, nr;            /* output rows */
     uint8_t *out;              /* [nr] rows of t->type */
     float *scratch;            /* [nth][2][cols] */
+    atomic_llong next;         /* first row of the chunk not yet claimed by a worker */
 } chunk_job;
 
 /* Source row of output row r (V-head reorder along rows). */
@@ -545,13 +550,10 @@ static int64_t src_row(const out_tensor *t, const qwen_hparams *hp, int64_t r) {
     return t->perm_off + grouped_of(hp, u / t->perm_dim) * t->perm_dim + u % t->perm_dim;
 }
 
-static void chunk_worker(void *ctx, int ith, int nth) {
-    chunk_job *j = ctx;
+/* Output rows [lo, hi) of the chunk (indices within it); f, g: [cols] scratch. */
+static void chunk_rows(chunk_job *j, int64_t lo, int64_t hi, float *f, float *g, size_t rb) {
     const out_tensor *t = j->t;
-    int64_t lo, hi, cols = t->cols;
-    ll_split_range(j->nr, ith, nth, &lo, &hi);
-    float *f = j->scratch + (size_t)ith * 2 * (size_t)cols, *g = f + cols;
-    size_t rb = quant_row_bytes(t->type, cols);
+    int64_t cols = t->cols;
     for (int64_t i = lo; i < hi; i++) {
         int64_t r = j->r0 + i;
         uint8_t *dst = j->out + (size_t)i * rb;
@@ -576,6 +578,25 @@ static void chunk_worker(void *ctx, int ith, int nth) {
     }
 }
 
+/* Rows are claimed in small batches from a shared counter rather than split evenly up front:
+ * on a busy machine a worker that loses its core would otherwise leave the others (and the
+ * pool's caller, which spins until all are done) idle for the rest of the chunk. */
+static void chunk_worker(void *ctx, int ith, int nth) {
+    (void)nth;
+    chunk_job *j = ctx;
+    const out_tensor *t = j->t;
+    int64_t cols = t->cols;
+    float *f = j->scratch + (size_t)ith * 2 * (size_t)cols, *g = f + cols;
+    size_t rb = quant_row_bytes(t->type, cols);
+    const int64_t batch = LL_MAX(1, (int64_t)((64 << 10) / rb)); /* ~64 KiB of output per claim */
+    for (;;) {
+        int64_t lo = atomic_fetch_add_explicit(&j->next, batch, memory_order_relaxed);
+        if (lo >= j->nr) break;
+        int64_t hi = LL_MIN(j->nr, lo + batch);
+        chunk_rows(j, lo, hi, f, g, rb);
+    }
+}
+
 /* Drops the (clean, file-backed) pages of a converted source range, so the resident size stays
  * bounded (about one chunk of source) on machines with less memory than the model. */
 static void drop_pages(const void *p, size_t n) {
@@ -595,6 +616,112 @@ static void drop_rows(const out_tensor *t, int64_t r0, int64_t nr) {
         drop_pages(ll_mat_row(m, lo), (size_t)(hi - lo) * m->row_bytes);
         r += hi - lo;
     }
+}
+
+/* Asks the kernel to start reading the source rows of output rows [r0, r0 + nr) now
+ * (MADV_WILLNEED: asynchronous readahead into the page cache), so that reading the next chunk
+ * from disk overlaps with quantizing this one instead of stalling the workers on page faults. */
+static void prefetch_rows(const out_tensor *t, int64_t r0, int64_t nr) {
+    long pg = sysconf(_SC_PAGESIZE);
+    if (t->f32 || pg <= 0) return;
+    int64_t per = t->mats[0].rows;
+    for (int64_t r = r0; r < r0 + nr;) {
+        int64_t k = r / per, lo = r % per, hi = LL_MIN(per, lo + (r0 + nr - r));
+        const ll_mat *m = &t->mats[k];
+        uintptr_t a = (uintptr_t)ll_mat_row(m, lo) & ~((uintptr_t)pg - 1), b = (uintptr_t)ll_mat_row(m, lo) + (size_t)(hi - lo) * m->row_bytes;
+        if (b > a) madvise((void *)a, b - a, MADV_WILLNEED);
+        r += hi - lo;
+    }
+}
+
+/* Write-behind: a thread writes chunk k to the output while the pool quantizes chunk k + 1 into
+ * the other buffer, so the quantizers never wait for the page cache or the disk (when the disk
+ * is slower than the quantizers, the kernel's dirty-page throttling blocks this thread instead).
+ * Only one chunk is in flight; errors are kept (with their message, which is thread-local) and
+ * returned by the next wb_submit / wb_finish. */
+typedef struct write_behind {
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    gguf_writer *w;
+    FILE *f;
+    const char *label;
+    const uint8_t *data;     /* the chunk to write; NULL when idle */
+    size_t n;
+    int quit;
+    ll_status st;            /* first error */
+    char msg[1024];
+} write_behind;
+
+static void *wb_main(void *arg) {
+    write_behind *wb = arg;
+    pthread_mutex_lock(&wb->mu);
+    for (;;) {
+        while (!wb->data && !wb->quit) pthread_cond_wait(&wb->cv, &wb->mu);
+        if (!wb->data) break;
+        const uint8_t *d = wb->data;
+        size_t n = wb->n;
+        int ok = wb->st == LL_OK;
+        pthread_mutex_unlock(&wb->mu);
+        ll_status st = ok ? gguf_writer_put_data(wb->w, wb->f, d, n, wb->label) : LL_OK;
+        pthread_mutex_lock(&wb->mu);
+        if (st != LL_OK && wb->st == LL_OK) {
+            wb->st = st;
+            snprintf(wb->msg, sizeof(wb->msg), "%s", ll_errmsg());
+        }
+        wb->data = NULL;
+        pthread_cond_broadcast(&wb->cv);
+    }
+    pthread_mutex_unlock(&wb->mu);
+    return NULL;
+}
+
+static ll_status wb_start(write_behind *wb, gguf_writer *w, FILE *f, const char *label) {
+    memset(wb, 0, sizeof(*wb));
+    wb->w = w, wb->f = f, wb->label = label;
+    pthread_mutex_init(&wb->mu, NULL);
+    pthread_cond_init(&wb->cv, NULL);
+    int rc = pthread_create(&wb->th, NULL, wb_main, wb);
+    if (rc != 0) {
+        pthread_cond_destroy(&wb->cv);
+        pthread_mutex_destroy(&wb->mu);
+        return ll_err(LL_ERR_IO, "convert: cannot start the writer thread: %s", strerror(rc));
+    }
+    return LL_OK;
+}
+
+/* Waits until the writer is idle; returns its first error (re-recorded on this thread). */
+static ll_status wb_wait_idle(write_behind *wb) {
+    pthread_mutex_lock(&wb->mu);
+    while (wb->data) pthread_cond_wait(&wb->cv, &wb->mu);
+    ll_status st = wb->st;
+    pthread_mutex_unlock(&wb->mu);
+    return st == LL_OK ? LL_OK : ll_err(st, "%s", wb->msg);
+}
+
+/* Hands data[n] to the writer once the previous chunk is written; data must stay untouched
+ * until the next wb_submit or wb_finish returns. */
+static ll_status wb_submit(write_behind *wb, const uint8_t *data, size_t n) {
+    LL_TRY(wb_wait_idle(wb));
+    pthread_mutex_lock(&wb->mu);
+    wb->data = data;
+    wb->n = n;
+    pthread_cond_broadcast(&wb->cv);
+    pthread_mutex_unlock(&wb->mu);
+    return LL_OK;
+}
+
+/* Waits for the last chunk, stops the thread; returns the first write error. */
+static ll_status wb_finish(write_behind *wb) {
+    ll_status st = wb_wait_idle(wb);
+    pthread_mutex_lock(&wb->mu);
+    wb->quit = 1;
+    pthread_cond_broadcast(&wb->cv);
+    pthread_mutex_unlock(&wb->mu);
+    pthread_join(wb->th, NULL);
+    pthread_cond_destroy(&wb->cv);
+    pthread_mutex_destroy(&wb->mu);
+    return st;
 }
 
 /* ---------------------------------------------------------------- driver */
@@ -650,7 +777,7 @@ ll_status convert_model(const char *src, const char *dst, const convert_opts *o,
     if (st != LL_OK) goto done;
     if (!(pool = ll_pool_new(o->threads))) { st = ll_err(LL_ERR_OOM, "convert: cannot start threads: %s", ll_errmsg()); goto done; }
     const size_t chunk = (size_t)8 << 20; /* output bytes per chunk (also the cancel / progress granularity) */
-    buf = ll_malloc(chunk + max_rb);
+    buf = ll_malloc(2 * (chunk + max_rb)); /* two chunks: one quantized while the other is written */
     scratch = ll_malloc((size_t)ll_pool_size(pool) * 2 * (size_t)max_cols * sizeof(float));
     size_t tl = strlen(dst) + 32;
     tmp = ll_malloc(tl);
@@ -663,22 +790,38 @@ ll_status convert_model(const char *src, const char *dst, const convert_opts *o,
     if ((st = gguf_writer_begin(w, f, tmp)) != LL_OK) goto done;
     uint64_t done_bytes = 0;
     if (o->progress) o->progress(o->progress_ud, 0, total);
+    write_behind wb;
+    if ((st = wb_start(&wb, w, f, tmp)) != LL_OK) goto done;
+    int cur = 0; /* which half of buf the pool fills next */
     for (int i = 0; i < p.n && st == LL_OK; i++) {
         const out_tensor *t = &p.t[i];
         size_t rb = quant_row_bytes(t->type, t->cols);
         int64_t per = LL_MAX(1, (int64_t)(chunk / rb));
-        chunk_job j = {t, &m->hp, 0, 0, buf, scratch};
+        chunk_job j = {t, &m->hp, 0, 0, NULL, scratch, 0};
         for (int64_t r = 0; r < t->rows && st == LL_OK; r += per) {
             if (o->cancel && *o->cancel) { st = ll_err(LL_ERR_CANCELLED, "convert: interrupted; %s not written", dst); break; }
             j.r0 = r;
             j.nr = LL_MIN(per, t->rows - r);
+            j.out = buf + (size_t)cur * (chunk + max_rb);
+            atomic_store_explicit(&j.next, 0, memory_order_relaxed); /* ll_pool_run publishes it */
+            /* start reading the next chunk's source while this one is quantized */
+            if (r + per < t->rows) prefetch_rows(t, r + per, LL_MIN(per, t->rows - r - per));
+            else if (i + 1 < p.n) {
+                const out_tensor *tn = &p.t[i + 1];
+                prefetch_rows(tn, 0, LL_MIN(tn->rows, LL_MAX(1, (int64_t)(chunk / quant_row_bytes(tn->type, tn->cols)))));
+            }
             ll_pool_run(pool, chunk_worker, &j);
-            st = gguf_writer_put_data(w, f, buf, rb * (size_t)j.nr, tmp);
+            if (!t->f32) drop_rows(t, r, j.nr); /* the chunk holds its own copy now */
+            st = wb_submit(&wb, j.out, rb * (size_t)j.nr);
+            cur ^= 1;
             uint64_t sb_ = t->src_bytes * (uint64_t)j.nr / (uint64_t)t->rows;
             done_bytes += sb_;
             if (o->progress) o->progress(o->progress_ud, done_bytes, total);
-            if (!t->f32) drop_rows(t, r, j.nr);
         }
+    }
+    {
+        ll_status wst = wb_finish(&wb); /* always joined, also after an error or a cancel */
+        if (st == LL_OK) st = wst;
     }
     if (st == LL_OK) st = gguf_writer_end(w, f, tmp);
     if (st == LL_OK && fflush(f) != 0) st = ll_err(LL_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));

@@ -81,7 +81,9 @@ void quant_dequant_row(ll_type t, const void *src, float *dst, int64_t n);
 float quant_dot_row(ll_type t, const void *row, const float *x, int64_t n);
 
 /* Quantizes src[n] into dst (quant_row_bytes(t, n) bytes). Supported for F32, F16, BF16, Q8_0,
- * Q4_0, Q4_K, Q5_K, Q6_K, Q8_K, MLX4, MLX8; returns bytes written, asserts on others. */
+ * Q4_0, Q4_K, Q5_K, Q6_K, Q8_K, MLX4, MLX8; returns bytes written, asserts on others. The bytes
+ * do not depend on the CPU: the SIMD quantizers (Q4_K, Q5_K, Q6_K, Q8_0) write exactly what the
+ * scalar reference writes. */
 size_t quant_quantize_row(ll_type t, const float *src, void *dst, int64_t n);
 
 /*

@@ -18,6 +18,7 @@ typedef struct quant_kernels {
     quant_dot_fn dot[LL_TYPE_COUNT_];   /* fp32 activations */
     quant_dotq_fn dot_q[LL_TYPE_COUNT_]; /* pre-quantized activations (Q8_K / Q8_0) */
     quant_quant_fn quant_act[LL_TYPE_COUNT_]; /* indexed by the activation type (Q8_K, Q8_0) */
+    quant_quant_fn quant[LL_TYPE_COUNT_];     /* weight rows; bit-identical to the reference */
 } quant_kernels;
 
 enum { QUANT_SIMD_SCALAR = 0, QUANT_SIMD_AVX2 = 1, QUANT_SIMD_AVX512 = 2 };
@@ -25,6 +26,30 @@ enum { QUANT_SIMD_SCALAR = 0, QUANT_SIMD_AVX2 = 1, QUANT_SIMD_AVX512 = 2 };
 /* Fills k with the best kernels this CPU supports up to max_level; returns the QUANT_SIMD_*
  * level installed. */
 int quant_x86_install(quant_kernels *k, int max_level);
+
+/* ---- K-quant quantization, shared by quant_ref.c and quant_x86.c so both write the same bytes ---- */
+
+/* min / max with the semantics of x86 minps / maxps: the second operand unless the first is
+ * strictly smaller / larger (so NaN and -0 / +0 ties resolve the same in scalar and SIMD code). */
+static inline float quant_minf(float a, float b) { return a < b ? a : b; }
+static inline float quant_maxf(float a, float b) { return a > b ? a : b; }
+
+/* v clamped to [lo, hi] (whole numbers, |.| < 2^22; NaN goes to hi), then rounded to nearest
+ * even by adding and subtracting 1.5 * 2^23 — exact in fp32, equal to cvtps2dq's rounding. */
+static inline int quant_rint_clamp(float v, float lo, float hi) {
+    v = quant_maxf(quant_minf(v, hi), lo);
+    return (int)((v + 12582912.0f) - 12582912.0f);
+}
+
+/* Q4_K / Q5_K: quantizes the 8 sub-block fits (scales s[j] >= 0, mins m[j] >= 0) to 6 bits
+ * against fp16 super-block scales d = max(s)/63, dmin = max(m)/63; writes d, dmin, the packed
+ * 12-byte field, and ds[j] = d*sc[j], dm[j] = dmin*mn[j], which the codes are rounded against:
+ * q = ds > 0 ? quant_rint_clamp((x + dm) / ds, 0, nmax) : 0. */
+void quant_k4_pack_scales(const float s[8], const float m[8], uint16_t *d, uint16_t *dmin, uint8_t scales[12],
+                          float ds[8], float dm[8]);
+/* Q6_K: int8 scales of the 16 sub-block fits against fp16 d = s_maxabs/-128; writes b->d,
+ * b->scales and ds[j] = d*scales[j]; codes: q = (ds != 0 ? quant_rint_clamp(x / ds, -32, 31) : 0) + 32. */
+void quant_q6_pack_scales(const float s[16], ll_block_q6_K *b, float ds[16]);
 
 /* Unpacks the 12-byte K-quant scale field into 8 six-bit scales and 8 six-bit mins. */
 static inline void quant_k4_scales(const uint8_t s[12], uint8_t sc[8], uint8_t mn[8]) {

@@ -16,6 +16,10 @@
  * Dequantization kernels compute exactly the scalar expressions (mul then sub, no FMA), so
  * they are bit-identical to the reference; the fp32 dots differ from it only by rounding
  * (summation order, FMA), the integer dots only by the order of the final fp32 sums.
+ *
+ * Quantization (`lilac convert`): Q4_K / Q5_K / Q6_K / Q8_0 weight rows, bit-identical to the
+ * reference — the K-quant sub-block fits run one sub-block per lane (quant_x86_kfit.h, 8 lanes
+ * on AVX2, 16 on AVX-512), see "quantization" below.
  */
 #include "quant_internal.h"
 
@@ -763,6 +767,414 @@ T_VNNI static float avx512_dot_bf16(const void *row, const float *x, int64_t n) 
     return s;
 }
 
+/* ------------------------------------------------------------------ quantization (lilac convert)
+ *
+ * Weight-row quantizers for Q4_K, Q5_K, Q6_K (sub-block fits in quant_x86_kfit.h, one sub-block
+ * per lane) and Q8_0, bit-identical to quant_ref.c: the fits repeat the reference's operations
+ * lane by lane, the super-block scales go through the reference's own quant_k4_pack_scales /
+ * quant_q6_pack_scales, and the codes are the same element-wise IEEE divisions and roundings.
+ * AVX-512 fits 16 sub-blocks at a time (two Q4_K/Q5_K blocks, or one Q6_K block).
+ */
+
+#define T_AVX512 __attribute__((target("avx2,fma,f16c,avx512f,avx512bw,avx512vl")))
+
+/* dst row k (k < 8, stride ds) = column k of the 8x8 tile at src (rows of stride ss). */
+T_AVX2 static inline void tr8x8(const float *src, size_t ss, float *dst, size_t ds) {
+    __m256 r[8], t[8], u[8];
+    for (int k = 0; k < 8; k++) r[k] = _mm256_loadu_ps(src + k * ss);
+    for (int k = 0; k < 8; k += 2) {
+        t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
+        t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
+    }
+    for (int k = 0; k < 8; k += 4) {
+        u[k] = _mm256_shuffle_ps(t[k], t[k + 2], 0x44);
+        u[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], 0xee);
+        u[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0x44);
+        u[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0xee);
+    }
+    for (int k = 0; k < 4; k++) {
+        _mm256_storeu_ps(dst + k * ds, _mm256_permute2f128_ps(u[k], u[k + 4], 0x20));
+        _mm256_storeu_ps(dst + (k + 4) * ds, _mm256_permute2f128_ps(u[k], u[k + 4], 0x31));
+    }
+}
+
+/* xt[i * w + off + j] = x[32 j + i]: the 8 sub-blocks of 32 of a K4 block, one per lane */
+T_AVX2 static inline void k4_transpose(const float *x, float *xt, int w, int off) {
+    for (int i0 = 0; i0 < 32; i0 += 8) tr8x8(x + i0, 32, xt + i0 * w + off, (size_t)w);
+}
+
+/* xt[i * w + off + j] = x[16 (j0 + j) + i] for j < 8: 8 of the 16 Q6_K sub-blocks of 16 */
+T_AVX2 static inline void q6_transpose(const float *x, int j0, float *xt, int w, int off) {
+    for (int i0 = 0; i0 < 16; i0 += 8) tr8x8(x + 16 * j0 + i0, 16, xt + i0 * w + off, (size_t)w);
+}
+
+/* 32 rounded codes as bytes: quant_rint_clamp(v[e] / ds + (bias), lo, hi) + add, for the 32
+ * floats at x, where v = x + dm (K4) or x (Q6_K: ds0 for the first 16, ds1 for the rest). */
+T_AVX2 static inline __m256i codes32(const float *x, __m256 dm, __m256 ds0, __m256 ds1, __m256 lo, __m256 hi, __m256i add) {
+    __m256i c[4];
+    for (int k = 0; k < 4; k++) {
+        __m256 v = _mm256_div_ps(_mm256_add_ps(_mm256_loadu_ps(x + 8 * k), dm), k < 2 ? ds0 : ds1);
+        v = _mm256_max_ps(_mm256_min_ps(v, hi), lo);
+        c[k] = _mm256_add_epi32(_mm256_cvtps_epi32(v), add); /* round to nearest even (MXCSR default), as the reference */
+    }
+    __m256i p = _mm256_packus_epi16(_mm256_packs_epi32(c[0], c[1]), _mm256_packs_epi32(c[2], c[3]));
+    return _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* Codes of one K4 block after its fits: q[256] (bytes 0..nmax), and the scale field. */
+T_AVX2 static inline void k4_finish(const float *x, const float s[8], const float m[8], int nmax, uint16_t *d, uint16_t *dmin,
+                                    uint8_t scales[12], uint8_t q[256]) {
+    float ds[8], dm[8];
+    quant_k4_pack_scales(s, m, d, dmin, scales, ds, dm);
+    const __m256 lo = _mm256_setzero_ps(), hi = _mm256_set1_ps((float)nmax);
+    for (int j = 0; j < 8; j++) {
+        __m256i c = _mm256_setzero_si256();
+        if (ds[j] > 0) {
+            __m256 vds = _mm256_set1_ps(ds[j]);
+            c = codes32(x + 32 * j, _mm256_set1_ps(dm[j]), vds, vds, lo, hi, _mm256_setzero_si256());
+        }
+        _mm256_storeu_si256((__m256i *)(q + 32 * j), c);
+    }
+}
+
+T_AVX2 static inline void q4k_pack(const uint8_t q[256], ll_block_q4_K *b) {
+    for (int c = 0; c < 4; c++) { /* codes <= 15: the 16-bit shift cannot carry across bytes */
+        __m256i lo = _mm256_loadu_si256((const __m256i *)(q + 64 * c)), hi = _mm256_loadu_si256((const __m256i *)(q + 64 * c + 32));
+        _mm256_storeu_si256((__m256i *)(b->qs + 32 * c), _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4)));
+    }
+}
+
+T_AVX2 static inline void q5k_pack(const uint8_t q[256], ll_block_q5_K *b) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    __m256i qh = _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) {
+        __m256i lo = _mm256_loadu_si256((const __m256i *)(q + 64 * c)), hi = _mm256_loadu_si256((const __m256i *)(q + 64 * c + 32));
+        _mm256_storeu_si256((__m256i *)(b->qs + 32 * c),
+                            _mm256_or_si256(_mm256_and_si256(lo, m4), _mm256_slli_epi16(_mm256_and_si256(hi, m4), 4)));
+        /* bit 4 of each code (0x10) -> bit 2c / 2c+1 of qh */
+        __m256i h1 = _mm256_min_epu8(_mm256_and_si256(lo, _mm256_set1_epi8(0x10)), _mm256_set1_epi8(1));
+        __m256i h2 = _mm256_min_epu8(_mm256_and_si256(hi, _mm256_set1_epi8(0x10)), _mm256_set1_epi8(1));
+        __m256i bits = _mm256_or_si256(h1, _mm256_add_epi8(h2, h2));
+        for (int k = 0; k < 2 * c; k++) bits = _mm256_add_epi8(bits, bits); /* << 2c within bytes */
+        qh = _mm256_or_si256(qh, bits);
+    }
+    _mm256_storeu_si256((__m256i *)b->qh, qh);
+}
+
+/* Q6_K codes (0..63) and packing after the 16 fits. */
+T_AVX2 static inline void q6k_finish(const float *x, const float s[16], ll_block_q6_K *b) {
+    float ds[16];
+    quant_q6_pack_scales(s, b, ds);
+    const __m256 lo = _mm256_set1_ps(-32.0f), hi = _mm256_set1_ps(31.0f), zero = _mm256_setzero_ps();
+    const __m256i add = _mm256_set1_epi32(32), m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x03);
+    __m256i q[8];
+    for (int g = 0; g < 8; g++) { /* 32 elements, scale groups 2g and 2g+1 */
+        if (ds[2 * g] != 0 && ds[2 * g + 1] != 0) {
+            q[g] = codes32(x + 32 * g, zero, _mm256_set1_ps(ds[2 * g]), _mm256_set1_ps(ds[2 * g + 1]), lo, hi, add);
+        } else { /* a zero scale: codes 32 for that half, as the reference (rare: keep it simple) */
+            uint8_t t[32];
+            for (int l = 0; l < 32; l++) {
+                float d = ds[2 * g + l / 16];
+                t[l] = (uint8_t)((d != 0 ? quant_rint_clamp(x[32 * g + l] / d, -32, 31) : 0) + 32);
+            }
+            q[g] = _mm256_loadu_si256((const __m256i *)t);
+        }
+    }
+    for (int h = 0; h < 2; h++) { /* element 128h + 32g + l: ql[64h + l + 32(g&1)] nibble g/2, qh[32h + l] bits 2g */
+        __m256i *Q = q + 4 * h;
+        __m256i l0 = _mm256_or_si256(_mm256_and_si256(Q[0], m4), _mm256_slli_epi16(_mm256_and_si256(Q[2], m4), 4));
+        __m256i l1 = _mm256_or_si256(_mm256_and_si256(Q[1], m4), _mm256_slli_epi16(_mm256_and_si256(Q[3], m4), 4));
+        __m256i hb = _mm256_and_si256(_mm256_srli_epi16(Q[0], 4), m2);
+        hb = _mm256_or_si256(hb, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(Q[1], 4), m2), 2));
+        hb = _mm256_or_si256(hb, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(Q[2], 4), m2), 4));
+        hb = _mm256_or_si256(hb, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(Q[3], 4), m2), 6));
+        _mm256_storeu_si256((__m256i *)(b->ql + 64 * h), l0);
+        _mm256_storeu_si256((__m256i *)(b->ql + 64 * h + 32), l1);
+        _mm256_storeu_si256((__m256i *)(b->qh + 32 * h), hb);
+    }
+}
+
+/* quant_affine_err (quant_ref.c) for 2 x 4 lanes in double, the same operations in the same
+ * order; and the masked "err < best" update, returned as an 8-lane float mask. */
+T_AVX2 static inline void avx2_affine_err(__m256 s, __m256 b, __m256 sq, __m256 sqq, __m256 sqx, __m256 sx, __m256 sxx, __m256d e[2]) {
+    for (int h = 0; h < 2; h++) {
+#define LO_HI(v) (h ? _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)) : _mm256_cvtps_pd(_mm256_castps256_ps128(v)))
+        __m256d S = LO_HI(s), B = LO_HI(b);
+        __m256d quad = _mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(_mm256_mul_pd(S, S), LO_HI(sqq)),
+                                                   _mm256_mul_pd(_mm256_mul_pd(_mm256_set1_pd(2.0), _mm256_mul_pd(S, B)), LO_HI(sq))),
+                                     _mm256_mul_pd(_mm256_set1_pd(32.0), _mm256_mul_pd(B, B)));
+        __m256d lin = _mm256_add_pd(_mm256_mul_pd(S, LO_HI(sqx)), _mm256_mul_pd(B, LO_HI(sx)));
+        e[h] = _mm256_add_pd(_mm256_sub_pd(quad, _mm256_mul_pd(_mm256_set1_pd(2.0), lin)), LO_HI(sxx));
+#undef LO_HI
+    }
+}
+
+T_AVX2 static inline __m256 avx2_err_update(__m256 ok, const __m256d e[2], __m256d best[2]) {
+    int bits = 0;
+    for (int h = 0; h < 2; h++) {
+        __m256d lt = _mm256_cmp_pd(e[h], best[h], _CMP_LT_OQ);
+        __m256d okd = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(h ? _mm256_extractf128_si256(_mm256_castps_si256(ok), 1)
+                                                                    : _mm256_castsi256_si128(_mm256_castps_si256(ok))));
+        __m256d upd = _mm256_and_pd(lt, okd);
+        best[h] = _mm256_blendv_pd(best[h], e[h], upd);
+        bits |= _mm256_movemask_pd(upd) << (4 * h);
+    }
+    const __m256i lane = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    return _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(bits), lane), lane));
+}
+
+T_AVX512 static inline void avx512_affine_err(__m512 s, __m512 b, __m512 sq, __m512 sqq, __m512 sqx, __m512 sx, __m512 sxx, __m512d e[2]) {
+    for (int h = 0; h < 2; h++) {
+#define LO_HI(v) _mm512_cvtps_pd(h ? _mm256_castsi256_ps(_mm512_extracti64x4_epi64(_mm512_castps_si512(v), 1)) : _mm512_castps512_ps256(v))
+        __m512d S = LO_HI(s), B = LO_HI(b);
+        __m512d quad = _mm512_add_pd(_mm512_add_pd(_mm512_mul_pd(_mm512_mul_pd(S, S), LO_HI(sqq)),
+                                                   _mm512_mul_pd(_mm512_mul_pd(_mm512_set1_pd(2.0), _mm512_mul_pd(S, B)), LO_HI(sq))),
+                                     _mm512_mul_pd(_mm512_set1_pd(32.0), _mm512_mul_pd(B, B)));
+        __m512d lin = _mm512_add_pd(_mm512_mul_pd(S, LO_HI(sqx)), _mm512_mul_pd(B, LO_HI(sx)));
+        e[h] = _mm512_add_pd(_mm512_sub_pd(quad, _mm512_mul_pd(_mm512_set1_pd(2.0), lin)), LO_HI(sxx));
+#undef LO_HI
+    }
+}
+
+T_AVX512 static inline __mmask16 avx512_err_update(__mmask16 ok, const __m512d e[2], __m512d best[2]) {
+    __mmask8 u0 = _mm512_mask_cmp_pd_mask((__mmask8)(ok & 0xff), e[0], best[0], _CMP_LT_OQ);
+    __mmask8 u1 = _mm512_mask_cmp_pd_mask((__mmask8)(ok >> 8), e[1], best[1], _CMP_LT_OQ);
+    best[0] = _mm512_mask_blend_pd(u0, best[0], e[0]);
+    best[1] = _mm512_mask_blend_pd(u1, best[1], e[1]);
+    return (__mmask16)(u0 | (u1 << 8));
+}
+
+/* ---- the fits, 8 lanes (AVX2) */
+#define KF_W 8
+#define VD __m256d
+#define KF_ERR(s, b, sq, sqq, sqx, sx, sxx, e) avx2_affine_err(s, b, sq, sqq, sqx, sx, sxx, e)
+#define KF_UPD(ok, e, best) avx2_err_update(ok, e, best)
+#define KF_FN(name) T_AVX2 static void avx2_##name
+#define VF __m256
+#define VM __m256
+#define V_ZERO() _mm256_setzero_ps()
+#define V_SET1(f) _mm256_set1_ps(f)
+#define V_LOAD(p) _mm256_load_ps(p)
+#define V_STORE(p, v) _mm256_store_ps(p, v)
+#define V_ADD(a, b) _mm256_add_ps(a, b)
+#define V_SUB(a, b) _mm256_sub_ps(a, b)
+#define V_MUL(a, b) _mm256_mul_ps(a, b)
+#define V_DIV(a, b) _mm256_div_ps(a, b)
+#define V_MIN(a, b) _mm256_min_ps(a, b) /* a < b ? a : b, as quant_minf */
+#define V_MAX(a, b) _mm256_max_ps(a, b) /* a > b ? a : b, as quant_maxf */
+#define V_TRUNC(v) _mm256_cvtepi32_ps(_mm256_cvttps_epi32(v)) /* (float)(int)v */
+#define V_ABS(v) _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v)
+#define V_NEG(v) _mm256_xor_ps(v, _mm256_set1_ps(-0.0f))
+#define V_LT(a, b) _mm256_cmp_ps(a, b, _CMP_LT_OQ)
+#define V_GT(a, b) _mm256_cmp_ps(a, b, _CMP_GT_OQ)
+#define V_LE(a, b) _mm256_cmp_ps(a, b, _CMP_LE_OQ)
+#define V_EQ(a, b) _mm256_cmp_ps(a, b, _CMP_EQ_OQ)
+#define V_NLE(a, b) _mm256_cmp_ps(a, b, _CMP_NLE_UQ) /* !(a <= b) */
+#define V_SEL(m, yes, no) _mm256_blendv_ps(no, yes, m)
+#define V_MAND(a, b) _mm256_and_ps(a, b)
+#define V_ANY(m) (_mm256_movemask_ps(m) != 0)
+#include "quant_x86_kfit.h"
+#undef KF_W
+#undef VD
+#undef KF_ERR
+#undef KF_UPD
+#undef KF_FN
+#undef VF
+#undef VM
+#undef V_ZERO
+#undef V_SET1
+#undef V_LOAD
+#undef V_STORE
+#undef V_ADD
+#undef V_SUB
+#undef V_MUL
+#undef V_DIV
+#undef V_MIN
+#undef V_MAX
+#undef V_TRUNC
+#undef V_ABS
+#undef V_NEG
+#undef V_LT
+#undef V_GT
+#undef V_LE
+#undef V_EQ
+#undef V_NLE
+#undef V_SEL
+#undef V_MAND
+#undef V_ANY
+
+/* ---- the fits, 16 lanes (AVX-512) */
+#define KF_W 16
+#define VD __m512d
+#define KF_ERR(s, b, sq, sqq, sqx, sx, sxx, e) avx512_affine_err(s, b, sq, sqq, sqx, sx, sxx, e)
+#define KF_UPD(ok, e, best) avx512_err_update(ok, e, best)
+#define KF_FN(name) T_AVX512 static void avx512_##name
+#define VF __m512
+#define VM __mmask16
+#define V_ZERO() _mm512_setzero_ps()
+#define V_SET1(f) _mm512_set1_ps(f)
+#define V_LOAD(p) _mm512_load_ps(p)
+#define V_STORE(p, v) _mm512_store_ps(p, v)
+#define V_ADD(a, b) _mm512_add_ps(a, b)
+#define V_SUB(a, b) _mm512_sub_ps(a, b)
+#define V_MUL(a, b) _mm512_mul_ps(a, b)
+#define V_DIV(a, b) _mm512_div_ps(a, b)
+#define V_MIN(a, b) _mm512_min_ps(a, b)
+#define V_MAX(a, b) _mm512_max_ps(a, b)
+#define V_TRUNC(v) _mm512_cvtepi32_ps(_mm512_cvttps_epi32(v))
+#define V_ABS(v) _mm512_abs_ps(v)
+#define V_NEG(v) _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(v), _mm512_set1_epi32((int)0x80000000u)))
+#define V_LT(a, b) _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ)
+#define V_GT(a, b) _mm512_cmp_ps_mask(a, b, _CMP_GT_OQ)
+#define V_LE(a, b) _mm512_cmp_ps_mask(a, b, _CMP_LE_OQ)
+#define V_EQ(a, b) _mm512_cmp_ps_mask(a, b, _CMP_EQ_OQ)
+#define V_NLE(a, b) _mm512_cmp_ps_mask(a, b, _CMP_NLE_UQ)
+#define V_SEL(m, yes, no) _mm512_mask_blend_ps(m, no, yes)
+#define V_MAND(a, b) ((VM)((a) & (b)))
+#define V_ANY(m) ((m) != 0)
+#include "quant_x86_kfit.h"
+#undef KF_W
+#undef VD
+#undef KF_ERR
+#undef KF_UPD
+#undef KF_FN
+#undef VF
+#undef VM
+#undef V_ZERO
+#undef V_SET1
+#undef V_LOAD
+#undef V_STORE
+#undef V_ADD
+#undef V_SUB
+#undef V_MUL
+#undef V_DIV
+#undef V_MIN
+#undef V_MAX
+#undef V_TRUNC
+#undef V_ABS
+#undef V_NEG
+#undef V_LT
+#undef V_GT
+#undef V_LE
+#undef V_EQ
+#undef V_NLE
+#undef V_SEL
+#undef V_MAND
+#undef V_ANY
+
+/* ---- row drivers */
+
+T_AVX2 static void avx2_quant_q4_K(const float *src, void *dst, int64_t n) {
+    float xt[32 * 8] __attribute__((aligned(32))), s[8] __attribute__((aligned(32))), m[8] __attribute__((aligned(32)));
+    uint8_t q[256];
+    ll_block_q4_K *b = dst;
+    for (int64_t i = 0; i < n / LL_QK_K; i++, src += LL_QK_K) {
+        k4_transpose(src, xt, 8, 0);
+        avx2_fit_affine(xt, 15.0f, s, m);
+        k4_finish(src, s, m, 15, &b[i].d, &b[i].dmin, b[i].scales, q);
+        q4k_pack(q, &b[i]);
+    }
+}
+
+T_AVX2 static void avx2_quant_q5_K(const float *src, void *dst, int64_t n) {
+    float xt[32 * 8] __attribute__((aligned(32))), s[8] __attribute__((aligned(32))), m[8] __attribute__((aligned(32)));
+    uint8_t q[256];
+    ll_block_q5_K *b = dst;
+    for (int64_t i = 0; i < n / LL_QK_K; i++, src += LL_QK_K) {
+        k4_transpose(src, xt, 8, 0);
+        avx2_fit_affine(xt, 31.0f, s, m);
+        k4_finish(src, s, m, 31, &b[i].d, &b[i].dmin, b[i].scales, q);
+        q5k_pack(q, &b[i]);
+    }
+}
+
+T_AVX2 static void avx2_quant_q6_K(const float *src, void *dst, int64_t n) {
+    float xt[16 * 8] __attribute__((aligned(32))), s[16] __attribute__((aligned(32)));
+    ll_block_q6_K *b = dst;
+    for (int64_t i = 0; i < n / LL_QK_K; i++, src += LL_QK_K) {
+        for (int h = 0; h < 2; h++) {
+            q6_transpose(src, 8 * h, xt, 8, 0);
+            avx2_fit_symmetric(xt, 32, s + 8 * h);
+        }
+        q6k_finish(src, s, &b[i]);
+    }
+}
+
+/* Two K4 blocks per 16-lane fit; an odd last block goes through the 8-lane fit. */
+T_AVX512 static void avx512_quant_k4(const float *src, uint8_t *dst, int64_t n, int nmax, size_t bb) {
+    float xt[32 * 16] __attribute__((aligned(64))), s[16] __attribute__((aligned(64))), m[16] __attribute__((aligned(64)));
+    uint8_t q[256];
+    int64_t nb = n / LL_QK_K, i = 0;
+    for (; i + 2 <= nb; i += 2) {
+        const float *x = src + i * LL_QK_K;
+        k4_transpose(x, xt, 16, 0);
+        k4_transpose(x + LL_QK_K, xt, 16, 8);
+        avx512_fit_affine(xt, (float)nmax, s, m);
+        for (int h = 0; h < 2; h++) {
+            const float *xh = x + h * LL_QK_K;
+            if (nmax == 15) {
+                ll_block_q4_K *b = (ll_block_q4_K *)(dst + (size_t)(i + h) * bb);
+                k4_finish(xh, s + 8 * h, m + 8 * h, nmax, &b->d, &b->dmin, b->scales, q);
+                q4k_pack(q, b);
+            } else {
+                ll_block_q5_K *b = (ll_block_q5_K *)(dst + (size_t)(i + h) * bb);
+                k4_finish(xh, s + 8 * h, m + 8 * h, nmax, &b->d, &b->dmin, b->scales, q);
+                q5k_pack(q, b);
+            }
+        }
+    }
+    if (i < nb) {
+        if (nmax == 15) avx2_quant_q4_K(src + i * LL_QK_K, dst + (size_t)i * bb, LL_QK_K);
+        else avx2_quant_q5_K(src + i * LL_QK_K, dst + (size_t)i * bb, LL_QK_K);
+    }
+}
+
+T_AVX512 static void avx512_quant_q4_K(const float *src, void *dst, int64_t n) { avx512_quant_k4(src, dst, n, 15, sizeof(ll_block_q4_K)); }
+T_AVX512 static void avx512_quant_q5_K(const float *src, void *dst, int64_t n) { avx512_quant_k4(src, dst, n, 31, sizeof(ll_block_q5_K)); }
+
+T_AVX512 static void avx512_quant_q6_K(const float *src, void *dst, int64_t n) {
+    float xt[16 * 16] __attribute__((aligned(64))), s[16] __attribute__((aligned(64)));
+    ll_block_q6_K *b = dst;
+    for (int64_t i = 0; i < n / LL_QK_K; i++, src += LL_QK_K) {
+        q6_transpose(src, 0, xt, 16, 0);
+        q6_transpose(src, 8, xt, 16, 8);
+        avx512_fit_symmetric(xt, 32, s);
+        q6k_finish(src, s, &b[i]);
+    }
+}
+
+/* Q8_0 as quant_ref.c's qz_q8_0: d = amax/127 (max is order-free), q = roundf(x * (1/d)),
+ * roundf (half away from zero) built exactly from trunc and the exact remainder. */
+T_AVX2 static void avx2_quant_q8_0(const float *src, void *dst, int64_t n) {
+    ll_block_q8_0 *b = dst;
+    const __m256 sign = _mm256_set1_ps(-0.0f), halfv = _mm256_set1_ps(0.5f), onev = _mm256_set1_ps(1.0f);
+    for (int64_t i = 0; i < n / LL_QK8_0; i++, src += LL_QK8_0) {
+        __m256 v[4], am = _mm256_setzero_ps();
+        for (int k = 0; k < 4; k++) {
+            v[k] = _mm256_loadu_ps(src + 8 * k);
+            am = _mm256_max_ps(am, _mm256_andnot_ps(sign, v[k]));
+        }
+        __m128 a = _mm_max_ps(_mm256_castps256_ps128(am), _mm256_extractf128_ps(am, 1));
+        a = _mm_max_ps(a, _mm_movehl_ps(a, a));
+        a = _mm_max_ss(a, _mm_movehdup_ps(a));
+        float amax = _mm_cvtss_f32(a), d = amax / 127.0f, id = d != 0 ? 1.0f / d : 0.0f;
+        b[i].d = ll_f32_to_f16(d);
+        __m256i c[4];
+        for (int k = 0; k < 4; k++) {
+            __m256 y = _mm256_mul_ps(v[k], _mm256_set1_ps(id));
+            __m256 t = _mm256_round_ps(y, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+            __m256 fr = _mm256_andnot_ps(sign, _mm256_sub_ps(y, t)); /* |y - trunc(y)|, exact */
+            __m256 step = _mm256_and_ps(_mm256_cmp_ps(fr, halfv, _CMP_GE_OQ), _mm256_or_ps(onev, _mm256_and_ps(sign, y)));
+            __m256 r = _mm256_add_ps(t, step);
+            r = _mm256_and_ps(r, _mm256_cmp_ps(r, r, _CMP_ORD_Q)); /* NaN -> 0, then clamp, as the reference */
+            c[k] = _mm256_cvttps_epi32(_mm256_max_ps(_mm256_min_ps(r, _mm256_set1_ps(127.0f)), _mm256_set1_ps(-127.0f)));
+        }
+        __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(c[0], c[1]), _mm256_packs_epi32(c[2], c[3]));
+        p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)b[i].qs, p);
+    }
+}
+
 /* ------------------------------------------------------------------ install */
 
 #define FP32_ACT(name) \
@@ -811,6 +1223,10 @@ int quant_x86_install(quant_kernels *k, int max_level) {
     k->dot_q[LL_TYPE_F16] = avx2_dotq_f16;
     k->dot_q[LL_TYPE_MLX4] = avx2_dotq_mlx4;
     k->dot_q[LL_TYPE_MLX8] = avx2_dotq_mlx8;
+    k->quant[LL_TYPE_Q4_K] = avx2_quant_q4_K;
+    k->quant[LL_TYPE_Q5_K] = avx2_quant_q5_K;
+    k->quant[LL_TYPE_Q6_K] = avx2_quant_q6_K;
+    k->quant[LL_TYPE_Q8_0] = avx2_quant_q8_0;
     if (max_level >= QUANT_SIMD_AVX512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni")) {
         k->dot_q[LL_TYPE_Q4_K] = vnni_dotq_q4_K;
@@ -819,6 +1235,9 @@ int quant_x86_install(quant_kernels *k, int max_level) {
         k->dot[LL_TYPE_Q8_0] = avx512_dot_q8_0;
         k->dot[LL_TYPE_BF16] = avx512_dot_bf16;
         k->dot_q[LL_TYPE_BF16] = avx512_dotq_bf16;
+        k->quant[LL_TYPE_Q4_K] = avx512_quant_q4_K;
+        k->quant[LL_TYPE_Q5_K] = avx512_quant_q5_K;
+        k->quant[LL_TYPE_Q6_K] = avx512_quant_q6_K;
         return QUANT_SIMD_AVX512;
     }
     return QUANT_SIMD_AVX2;

@@ -203,7 +203,7 @@ def test_cli_sigint_leaves_nothing(tmp_path):
         "model_type": "qwen3_5_moe_text", "vocab_size": 4096, "hidden_size": 512, "num_hidden_layers": 2,
         "layer_types": ["linear_attention", "full_attention"], "num_attention_heads": 4, "num_key_value_heads": 2,
         "head_dim": 128, "linear_num_key_heads": 4, "linear_num_value_heads": 8, "linear_key_head_dim": 64,
-        "linear_value_head_dim": 64, "linear_conv_kernel_dim": 4, "num_experts": 32, "num_experts_per_tok": 2,
+        "linear_value_head_dim": 64, "linear_conv_kernel_dim": 4, "num_experts": 128, "num_experts_per_tok": 2,
         "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512, "rms_norm_eps": 1e-6,
         "tie_word_embeddings": False, "rope_parameters": {"rope_theta": 1e7, "partial_rotary_factor": 0.25}}}
     (tmp_path / "cfg.json").write_text(json.dumps(cfg))
@@ -211,10 +211,12 @@ def test_cli_sigint_leaves_nothing(tmp_path):
     lilac("synth", "--config", tmp_path / "cfg.json", "-o", src, "-q")
     p = subprocess.Popen([LILAC, "convert", str(src), "-o", str(out), "--type", "q6_k", "--threads", "1"],
                          stderr=subprocess.PIPE, text=True)
+    # ~0.4 GB of BF16: about a second of Q6_K on one core with the SIMD quantizer, so the signal
+    # sent as soon as the output file appears lands mid-conversion
     deadline = time.time() + 60
     while not any(f.name.startswith("out.gguf.part.") for f in tmp_path.iterdir()) and time.time() < deadline:
-        time.sleep(0.05)
-    time.sleep(0.3)
+        time.sleep(0.01)
+    time.sleep(0.05)
     p.send_signal(signal.SIGINT)
     err = p.communicate(timeout=120)[1]
     if p.returncode == 0:
