@@ -15,6 +15,9 @@
  *   max |Δlogit| <= 0.35 * max |ref logit| (catches broken paths, not rounding; the value is printed).
  * Greedy continuations must agree up to the first step where the reference's top two logits are
  * closer than GREEDY_TIE (larger than the observed logit error), after which they may diverge.
+ * Where a yardstick exists, a path may instead be no further from the reference than it (top-1 at
+ * most one row fewer, mean KL at most twice its + 1e-4): the CPU backend's q8_K decode for the
+ * synthetic models, the CPU backend on a bf16 copy of the weights for the F32 `tiny` fixture.
  * GPU-vs-GPU paths that must agree exactly (save/load, host vs device weights, graph vs forward)
  * are compared bit for bit; prefill vs decode uses the same tolerance as above.
  *
@@ -101,15 +104,16 @@ static void check_close(const char *what, const float *ref, const float *got, in
  * also passes if it is no further from the fp32 reference than that: top-1 at most one row fewer
  * and mean KL at most twice the yardstick's (+1e-4). The max |d| bound always applies, so a
  * broken path still fails. */
-static void check_close_yard(const char *what, const float *ref, const float *got, int rows, int V, const cmp_stats *yard) {
+static void check_close_yard(const char *what, const float *ref, const float *got, int rows, int V, const cmp_stats *yard,
+                             const char *yname) {
     cmp_stats s = compare(ref, got, rows, V);
     int miss = rows - s.top1, allowed = rows / 100 > 1 ? rows / 100 : 1;
     int sane = s.max_abs <= 0.35 * s.max_ref;
     int abs_ok = miss <= allowed && s.mean_kl <= 5e-3;
     int yard_ok = yard && s.top1 >= yard->top1 - 1 && s.mean_kl <= 2 * yard->mean_kl + 1e-4;
     if (yard)
-        check(sane && (abs_ok || yard_ok), "%s: top-1 %d/%d, mean KL %.2e, max |d| %.4f (max |ref| %.2f); CPU backend: top-1 %d/%d, mean KL %.2e",
-              what, s.top1, rows, s.mean_kl, s.max_abs, s.max_ref, yard->top1, yard->rows, yard->mean_kl);
+        check(sane && (abs_ok || yard_ok), "%s: top-1 %d/%d, mean KL %.2e, max |d| %.4f (max |ref| %.2f); %s: top-1 %d/%d, mean KL %.2e",
+              what, s.top1, rows, s.mean_kl, s.max_abs, s.max_ref, yname, yard->top1, yard->rows, yard->mean_kl);
     else
         check(sane && abs_ok, "%s: top-1 %d/%d, mean KL %.2e, max |d| %.4f (max |ref| %.2f)", what, s.top1, rows, s.mean_kl, s.max_abs,
               s.max_ref);
@@ -192,7 +196,7 @@ static void test_vs_ref(const char *preset, int n, int chunk, int greedy) {
             free(cl);
         }
 #endif
-        if (st == LL_OK) check_close_yard(what, ref, got, n, V, yp);
+        if (st == LL_OK) check_close_yard(what, ref, got, n, V, yp, "CPU backend (q8_K activations)");
         be->v->seq_free(be, s);
         ll_backend_free(be);
     }
@@ -360,6 +364,31 @@ static void test_fixture(const char *name, int chunk) {
     int T = (int)tt->shape[0], V = m->hp.n_vocab, P = ((const int32_t *)tp->data)[0], NG = (int)tg->shape[0];
     const int32_t *tok = tt->data;
     float *lg = malloc((size_t)T * V * 4);
+    /* Yardstick for a fixture stored in F32 (tiny): the GPU computes with bf16 weights and GEMM
+     * operands, so it is held to what bf16 rounding of the weights alone costs: the CPU backend
+     * (fp32 arithmetic) on a bf16 copy of the model, against the same HF logits. For a BF16
+     * fixture (small) the copy is the model itself and the yardstick is ~exact. */
+    cmp_stats yard_p, yard_d, *ypp = NULL, *ypd = NULL;
+#ifdef HAVE_CPU_BACKEND
+    {
+        qwen_model *mb = NULL;
+        ll_backend *cpu = NULL;
+        ll_seq *cs = NULL;
+        float *cl = malloc((size_t)T * V * 4);
+        if (qwen_model_requantize(m, LL_TYPE_BF16, &mb) == LL_OK && cpu_backend_new(mb, NULL, &cpu) == LL_OK &&
+            cpu->v->seq_new(cpu, T + 1, &cs) == LL_OK) {
+            if (cpu->v->forward(cpu, cs, tok, T, LL_LOGITS_ALL, cl) == LL_OK) { yard_p = compare(tl->data, cl, T, V); ypp = &yard_p; }
+            cpu->v->seq_reset(cpu, cs);
+            ll_status cst = cpu->v->forward(cpu, cs, tok, P, LL_LOGITS_LAST, cl);
+            for (int i = P; i < T - 1 && cst == LL_OK; i++) cst = cpu->v->forward(cpu, cs, tok + i, 1, LL_LOGITS_LAST, cl + (size_t)(i - P + 1) * V);
+            if (cst == LL_OK) { yard_d = compare(td->data, cl, T - P, V); ypd = &yard_d; }
+            cpu->v->seq_free(cpu, cs);
+        }
+        if (cpu) ll_backend_free(cpu);
+        if (mb) qwen_model_free(mb);
+        free(cl);
+    }
+#endif
     ll_backend *be = mk_backend(m, chunk);
     if (be) {
         ll_seq *s;
@@ -367,14 +396,14 @@ static void test_fixture(const char *name, int chunk) {
         char what[160];
         ll_status st = be->v->forward(be, s, tok, T, LL_LOGITS_ALL, lg);
         snprintf(what, sizeof(what), "fixture %s: prefill logits (%d tokens, chunks of %d) vs HF fp32", name, T, chunk);
-        if (st == LL_OK) check_close(what, tl->data, lg, T, V); else check(0, "%s: %s", what, ll_errmsg());
+        if (st == LL_OK) check_close_yard(what, tl->data, lg, T, V, ypp, "CPU on bf16 weights"); else check(0, "%s: %s", what, ll_errmsg());
         be->v->seq_reset(be, s);
         /* decode.logits row j = logits after position P-1+j: row 0 from the prefill, then one row
          * per fed token P..T-2 */
         st = be->v->forward(be, s, tok, P, LL_LOGITS_LAST, lg);
         for (int i = P; i < T - 1 && st == LL_OK; i++) st = be->v->forward(be, s, tok + i, 1, LL_LOGITS_LAST, lg + (size_t)(i - P + 1) * V);
         snprintf(what, sizeof(what), "fixture %s: prefill %d then decode %d tokens vs HF", name, P, T - 1 - P);
-        if (st == LL_OK) check_close(what, td->data, lg, T - P, V); else check(0, "%s: %s", what, ll_errmsg());
+        if (st == LL_OK) check_close_yard(what, td->data, lg, T - P, V, ypd, "CPU on bf16 weights"); else check(0, "%s: %s", what, ll_errmsg());
         be->v->seq_reset(be, s);
         int32_t *gen = malloc((size_t)NG * 4);
         st = be->v->forward(be, s, tok, T, LL_LOGITS_LAST, lg);
@@ -415,6 +444,8 @@ int main(int argc, char **argv) {
 #endif
 #ifdef HAVE_CPU_BACKEND
     test_vs_cpu("tiny", 300, 64, 64);
+    /* 40 rows ("all but one" must agree). With 200 rows the agreement is lower (191/200, max |d|
+     * 2.08, greedy 8 of 16 in session 2: docs/notes.md, open item) */
     if (!quick) test_vs_cpu("qwen3.6-35b-a3b-L4", 40, 16, 16);
 #endif
     test_vs_ref("tiny", 70, 16, 16);
