@@ -29,19 +29,20 @@ import evaluate  # noqa: E402
 MODEL = os.path.join(ROOT, "models", "lilac-demo")
 PER_TASK = 20
 TARGET = ("add2", "add3") + evaluate.STRING_TASKS + ("tool_calc", "tool_weather")
-# Where the shipped model misses the 90 % target (bench/results/demo-model.md): a letter absent from the
-# word (it answers 1, not 0) and five-word sorts (it drops a word). Expected failures until the retrain.
-KNOWN_GAPS = ("count", "sort")
-# Floors, thinking on, 20 questions per task: the shipped model measured (through this very path, CPU)
-# add2 20, sub 16, mul 5, compare 19, count 20, spell 20, reverse 20, sort 17, date 15, units 12,
-# table 11, planet 20, add3 20, tool_calc 20, tool_weather 20; a floor is that minus two answers (three
-# for the weak tasks, whose wrong answers flip more easily between CPUs with other SIMD paths).
-FLOORS = {"add2": 18, "sub": 13, "mul": 2, "compare": 17, "count": 18, "spell": 18, "reverse": 18, "sort": 15,
-          "date": 12, "units": 9, "table": 8, "planet": 18, "add3": 18, "tool_calc": 18, "tool_weather": 18}
+# Where the shipped model misses the 90 % target (bench/results/demo-model.md): sorting (85 % after the
+# session-2 retrain: it still repeats or drops a word in some five-word sorts). An expected failure.
+KNOWN_GAPS = ("sort",)
+# Floors, thinking on, 20 questions per task: the shipped model (retrained in session 2) measured
+# through this very path on the CPU: add2 20, sub 16, mul 20, compare 19, count 20, spell 20, reverse 20,
+# sort 17, date 17, units 15, table 17, planet 20, add3 20, tool_calc 20, tool_weather 20; a floor is
+# that minus two answers (three for the weaker tasks, whose wrong answers flip more easily between CPUs
+# with other SIMD paths).
+FLOORS = {"add2": 18, "sub": 13, "mul": 18, "compare": 17, "count": 18, "spell": 18, "reverse": 18, "sort": 14,
+          "date": 14, "units": 12, "table": 14, "planet": 18, "add3": 18, "tool_calc": 18, "tool_weather": 18}
 # per GGUF conversion, 10 questions per target task, thinking on: measured q8_0 / q4_k_m add2 10/10,
-# add3 9/9, count 9/9, spell 10/10, reverse 10/10, sort 6/5, tools 10/10; floors one answer lower
+# add3 10/10, count 10/10, spell 10/10, reverse 10/10, sort 7/6, tools 10/10; floors one answer lower
 FORMAT_PER_TASK = 10
-FORMAT_FLOORS = {"add2": 9, "add3": 8, "count": 8, "spell": 9, "reverse": 9, "sort": 4, "tool_calc": 9,
+FORMAT_FLOORS = {"add2": 9, "add3": 9, "count": 9, "spell": 9, "reverse": 9, "sort": 5, "tool_calc": 9,
                  "tool_weather": 9}
 
 
