@@ -438,7 +438,7 @@ static void test_refusal(void **state) {
     d.action = PII_ACT_SKIP;
     d.categories = (1u << PII_PHONE) | (1u << PII_EMAIL);
     ll_strbuf b = {0};
-    ll_gw_refusal(&d, "gpt-x", "chatcmpl-1", 7, 0, &b);
+    ll_gw_refusal(&d, "gpt-x", "chatcmpl-1", 7, 0, 0, &b);
     cJSON *j = cJSON_Parse(b.data);
     assert_non_null(j);
     cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
@@ -448,7 +448,7 @@ static void test_refusal(void **state) {
     assert_string_equal(cJSON_GetObjectItem(j, "model")->valuestring, "gpt-x");
     cJSON_Delete(j);
     ll_strbuf_clear(&b);
-    ll_gw_refusal(&d, "gpt-x", "chatcmpl-1", 7, 1, &b);
+    ll_gw_refusal(&d, "gpt-x", "chatcmpl-1", 7, 1, 0, &b);
     ll_strbuf content = {0};
     char finish[32];
     int done, events;
@@ -458,7 +458,58 @@ static void test_refusal(void **state) {
     assert_string_equal(finish, "content_filter");
     assert_non_null(strstr(content.data, "not processed"));
     ll_strbuf_free(&content);
+    /* legacy completions: text_completion objects with the explanation as text */
+    ll_strbuf_clear(&b);
+    ll_gw_refusal(&d, "gpt-x", "cmpl-1", 7, 0, 1, &b);
+    j = cJSON_Parse(b.data);
+    assert_non_null(j);
+    assert_string_equal(cJSON_GetObjectItem(j, "object")->valuestring, "text_completion");
+    c = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+    assert_non_null(strstr(cJSON_GetObjectItem(c, "text")->valuestring, "private_email, private_phone"));
+    assert_string_equal(cJSON_GetObjectItem(c, "finish_reason")->valuestring, "content_filter");
+    cJSON_Delete(j);
+    ll_strbuf_clear(&b);
+    ll_gw_refusal(&d, "gpt-x", "cmpl-1", 7, 1, 1, &b);
+    ll_strbuf said = {0};
+    sse_collect_calls(b.data, NULL, 0, &said, finish);
+    assert_non_null(strstr(said.data, "not processed"));
+    assert_string_equal(finish, "content_filter");
+    assert_non_null(strstr(b.data, "\"object\":\"text_completion\""));
+    assert_non_null(strstr(b.data, "data: [DONE]\n\n"));
+    ll_strbuf_free(&said);
     ll_strbuf_free(&b);
+}
+
+static void test_scan_prompt(void **state) {
+    (void)state;
+    pii_policy p;
+    pii_policy_default(&p);
+    ll_api_error e;
+    ll_gw_scan sc;
+    cJSON *doc = cJSON_Parse("{\"prompt\":[\"mail " EMAIL "\",\"clean text\"],\"suffix\":\"cc " EMAIL "\"}");
+    assert_int_equal(ll_gw_scan_prompt(doc, &p, NULL, &sc, &e), 0);
+    assert_int_equal(sc.n, 3);
+    assert_string_equal(sc.v[0].path, "prompt[0]");
+    assert_string_equal(sc.v[2].path, "suffix");
+    assert_int_equal(sc.decision.counts[PII_EMAIL], 2);
+    assert_int_equal(sc.decision.action, PII_ACT_MASK);
+    pii_masker m;
+    pii_masker_init(&m);
+    assert_int_equal(ll_gw_mask(&sc, sc.decision.mask_categories, &m), LL_OK);
+    assert_string_equal(cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "prompt"), 0)->valuestring, "mail [PRIVATE_EMAIL_1]");
+    assert_string_equal(cJSON_GetObjectItem(doc, "suffix")->valuestring, "cc [PRIVATE_EMAIL_1]");
+    pii_masker_free(&m);
+    ll_gw_scan_free(&sc);
+    cJSON_Delete(doc);
+    const char *bad[] = {"{\"prompt\":[1,2,3]}", "{\"prompt\":7}", "{}"};
+    for (size_t i = 0; i < LL_ARRAY_LEN(bad); i++) {
+        doc = cJSON_Parse(bad[i]);
+        assert_int_equal(ll_gw_scan_prompt(doc, &p, NULL, &sc, &e), -1);
+        assert_int_equal(e.status, 400);
+        assert_string_equal(e.param, "prompt");
+        ll_gw_scan_free(&sc);
+        cJSON_Delete(doc);
+    }
 }
 
 int main(void) {
@@ -468,6 +519,7 @@ int main(void) {
         cmocka_unit_test(test_sha256),          cmocka_unit_test(test_unmask_body),
         cmocka_unit_test(test_sse_unmask_every_cut), cmocka_unit_test(test_refusal),
         cmocka_unit_test(test_sse_tool_args_every_cut), cmocka_unit_test(test_sse_text_completion_every_cut),
+        cmocka_unit_test(test_scan_prompt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

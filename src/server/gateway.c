@@ -108,6 +108,35 @@ int ll_gw_scan_messages(cJSON *doc, const pii_policy *p, ll_gw_model *pm, ll_gw_
     return 0;
 }
 
+int ll_gw_scan_prompt(cJSON *doc, const pii_policy *p, ll_gw_model *pm, ll_gw_scan *out, ll_api_error *err) {
+    memset(out, 0, sizeof(*out));
+    out->decision.action = PII_ACT_UPSTREAM;
+    cJSON *prompt = cJSON_IsObject(doc) ? cJSON_GetObjectItemCaseSensitive(doc, "prompt") : NULL;
+    char path[32];
+    if (cJSON_IsString(prompt)) {
+        if (add_text(out, prompt, -1, "prompt", p, pm, err)) return -1;
+    } else if (cJSON_IsArray(prompt)) {
+        int i = 0;
+        for (cJSON *t = prompt->child; t; t = t->next, i++) {
+            if (!cJSON_IsString(t)) {
+                ll_api_error_set(err, 400, "invalid_request_error", NULL, "prompt",
+                                 "the privacy gateway needs 'prompt' as text (a string or an array of strings): it "
+                                 "cannot check token ids");
+                return -1;
+            }
+            snprintf(path, sizeof(path), "prompt[%d]", i);
+            if (add_text(out, t, -1, path, p, pm, err)) return -1;
+        }
+    } else {
+        ll_api_error_set(err, 400, "invalid_request_error", NULL, "prompt",
+                         "'prompt' must be a string or an array of strings");
+        return -1;
+    }
+    cJSON *suffix = cJSON_GetObjectItemCaseSensitive(doc, "suffix");
+    if (cJSON_IsString(suffix) && add_text(out, suffix, -1, "suffix", p, pm, err)) return -1;
+    return 0;
+}
+
 void ll_gw_scan_free(ll_gw_scan *s) {
     for (size_t i = 0; i < s->n; i++) {
         pii_spans_free(&s->v[i].spans);
@@ -404,7 +433,7 @@ void ll_gw_sse_finish(ll_gw_sse *s, ll_strbuf *out) {
 
 /* ------------------------------------------------------------------ refusal and audit */
 
-void ll_gw_refusal(const pii_decision *d, const char *model, const char *id, long long created, int stream,
+void ll_gw_refusal(const pii_decision *d, const char *model, const char *id, long long created, int stream, int legacy,
                    ll_strbuf *out) {
     ll_strbuf msg = {0};
     ll_strbuf_puts(&msg, "This request was not processed: it contains personal data (");
@@ -416,21 +445,26 @@ void ll_gw_refusal(const pii_decision *d, const char *model, const char *id, lon
         }
     ll_strbuf_puts(&msg, ") that the privacy policy does not allow to be processed.");
     const char *text = msg.data ? msg.data : "";
+    const char *object = legacy ? "text_completion" : stream ? "chat.completion.chunk" : "chat.completion";
     if (!stream) {
-        ll_strbuf_printf(out, "{\"id\":\"%s\",\"object\":\"chat.completion\",\"created\":%lld,\"model\":", id, created);
+        ll_strbuf_printf(out, "{\"id\":\"%s\",\"object\":\"%s\",\"created\":%lld,\"model\":", id, object, created);
         ll_strbuf_json_cstr(out, model);
-        ll_strbuf_puts(out, ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":");
+        ll_strbuf_puts(out, legacy ? ",\"choices\":[{\"index\":0,\"text\":"
+                                   : ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":");
         ll_strbuf_json_cstr(out, text);
-        ll_strbuf_puts(out, "},\"finish_reason\":\"content_filter\",\"logprobs\":null}],"
+        ll_strbuf_puts(out, legacy ? "" : "}");
+        ll_strbuf_puts(out, ",\"finish_reason\":\"content_filter\",\"logprobs\":null}],"
                             "\"usage\":{\"prompt_tokens\":0,\"completion_tokens\":0,\"total_tokens\":0}}");
     } else {
+        /* chat: role, content, finish; legacy: text, finish (its chunks have no role) */
         const char *deltas[3] = {"{\"role\":\"assistant\",\"content\":\"\"}", NULL, "{}"};
-        for (int k = 0; k < 3; k++) {
-            ll_strbuf_printf(out, "data: {\"id\":\"%s\",\"object\":\"chat.completion.chunk\",\"created\":%lld,\"model\":",
-                             id, created);
+        for (int k = legacy ? 1 : 0; k < 3; k++) {
+            ll_strbuf_printf(out, "data: {\"id\":\"%s\",\"object\":\"%s\",\"created\":%lld,\"model\":", id, object,
+                             created);
             ll_strbuf_json_cstr(out, model);
-            ll_strbuf_puts(out, ",\"choices\":[{\"index\":0,\"delta\":");
-            if (deltas[k]) ll_strbuf_puts(out, deltas[k]);
+            ll_strbuf_puts(out, legacy ? ",\"choices\":[{\"index\":0,\"text\":" : ",\"choices\":[{\"index\":0,\"delta\":");
+            if (legacy) ll_strbuf_json_cstr(out, k == 1 ? text : "");
+            else if (deltas[k]) ll_strbuf_puts(out, deltas[k]);
             else {
                 ll_strbuf_puts(out, "{\"content\":");
                 ll_strbuf_json_cstr(out, text);

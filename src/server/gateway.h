@@ -50,6 +50,9 @@ typedef struct ll_gw_scan {
  * pm when not NULL, and decides with policy p. Returns 0, or -1 with a 400 in *err when
  * "messages" is missing or malformed (503 when out of memory or the model fails). */
 int ll_gw_scan_messages(cJSON *doc, const pii_policy *p, ll_gw_model *pm, ll_gw_scan *out, ll_api_error *err);
+/* Scans a legacy completions request: its "prompt" (a string or an array of strings; token-id
+ * prompts are refused with a 400, since the gate cannot read them) and "suffix". */
+int ll_gw_scan_prompt(cJSON *doc, const pii_policy *p, ll_gw_model *pm, ll_gw_scan *out, ll_api_error *err);
 /* Scans one text node (the {"text": ...} form of the scan endpoint). */
 int ll_gw_scan_text(cJSON *text, const pii_policy *p, ll_gw_model *pm, ll_gw_scan *out, ll_api_error *err);
 void ll_gw_scan_free(ll_gw_scan *s);
@@ -99,8 +102,9 @@ void ll_gw_sse_finish(ll_gw_sse *s, ll_strbuf *out);
 void ll_gw_sse_free(ll_gw_sse *s);
 
 /* The `skip` answer: a chat.completion (or its SSE stream) whose content explains the refusal,
- * with finish_reason "content_filter". */
-void ll_gw_refusal(const pii_decision *d, const char *model, const char *id, long long created, int stream,
+ * with finish_reason "content_filter"; with legacy, a text_completion (chunks) with the
+ * explanation as its text. */
+void ll_gw_refusal(const pii_decision *d, const char *model, const char *id, long long created, int stream, int legacy,
                    ll_strbuf *out);
 
 /* One audit line (JSON, newline-terminated; before or after ll_gw_mask) of a forwarded request: time, request id, action,
