@@ -491,7 +491,10 @@ def test_audit_log(env):
     for v in (EMAIL, SECRET, PHONE, PERSON):
         assert v not in text
     lines = [json.loads(x) for x in text.splitlines()]
-    assert lines and all(x["upstream"].endswith("/v1/chat/completions") for x in lines)
+    # each line names the endpoint it went to (legacy completions have their own)
+    assert lines and all(x["upstream"].endswith(("/v1/chat/completions", "/v1/completions")) for x in lines)
+    assert any(x["upstream"].endswith("/v1/completions") and not x["upstream"].endswith("/chat/completions")
+               for x in lines)
     last = lines[-1]
     assert last["action"] == "mask" and last["masked"] == {"private_email": 1}
     assert last["sent_raw"] == {"private_person": 1} and last["bytes"] > 0
