@@ -102,6 +102,10 @@ bench-privacy: $(BUILD)/bench/privacy_eval
 	$(BUILD)/bench/privacy_eval $(BUILD)/privacy_eval_seed7.jsonl --md $(BUILD)/privacy_seed7.md
 	printf '\n---\n\n# Second seed (new values, same templates)\n\n' >> bench/results/privacy.md
 	sed -n '/^## Rules alone/,/^\*\*FP0/p' $(BUILD)/privacy_seed7.md >> bench/results/privacy.md
+	python3 bench/privacy_heldout.py > $(BUILD)/privacy_heldout.jsonl
+	$(BUILD)/bench/privacy_eval $(BUILD)/privacy_heldout.jsonl --md $(BUILD)/privacy_heldout.md
+	cat bench/privacy_heldout_head.md >> bench/results/privacy.md
+	sed -n '/^## Rules alone/,/^\*\*FP0/p' $(BUILD)/privacy_heldout.md >> bench/results/privacy.md
 
 # the main job: the server and chat page on the shipped demonstration model
 run: all

@@ -289,13 +289,156 @@ static void test_sse_unmask_every_cut(void **state) {
     pii_masker_free(&m);
 }
 
+
+/* Accumulates the tool call arguments (per index) and legacy `text` of SSE output; fails if any
+ * fragment carries a '[' (the restored answers below have none, so a '[' is a placeholder piece). */
+static void sse_collect_calls(const char *s, ll_strbuf *args, int nargs, ll_strbuf *text, char *finish) {
+    finish[0] = 0;
+    for (const char *p = s; *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t n = nl ? (size_t)(nl - p) : strlen(p);
+        if (n > 6 && !strncmp(p, "data: {", 7)) {
+            cJSON *j = cJSON_ParseWithLength(p + 6, n - 6);
+            assert_non_null(j);
+            cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+            cJSON *calls = cJSON_GetObjectItem(cJSON_GetObjectItem(c, "delta"), "tool_calls");
+            for (cJSON *tc = calls ? calls->child : NULL; tc; tc = tc->next) {
+                int k = cJSON_GetObjectItem(tc, "index")->valueint;
+                assert_true(k >= 0 && k < nargs);
+                cJSON *a = cJSON_GetObjectItem(cJSON_GetObjectItem(tc, "function"), "arguments");
+                if (!a) continue;
+                assert_null(strchr(a->valuestring, '['));
+                ll_strbuf_puts(&args[k], a->valuestring);
+            }
+            cJSON *t = cJSON_GetObjectItem(c, "text");
+            if (cJSON_IsString(t)) {
+                assert_null(strchr(t->valuestring, '['));
+                ll_strbuf_puts(text, t->valuestring);
+            }
+            cJSON *fr = cJSON_GetObjectItem(c, "finish_reason");
+            if (cJSON_IsString(fr)) strcpy(finish, fr->valuestring);
+            cJSON_Delete(j);
+        }
+        p += nl ? n + 1 : n;
+    }
+}
+
+/* One tool call chunk event whose arguments fragment is frag (JSON-escaped here). */
+static void put_call_event(ll_strbuf *b, int index, const char *frag, size_t n, int first) {
+    char *tmp = ll_malloc(n + 1);
+    memcpy(tmp, frag, n);
+    tmp[n] = 0;
+    cJSON *a = cJSON_CreateString(tmp);
+    char *js = cJSON_PrintUnformatted(a);
+    ll_strbuf_printf(b, "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":%d,%s\"function\":{%s"
+                        "\"arguments\":%s}}]},\"finish_reason\":null}]}\n\n",
+                     index, first ? "\"id\":\"call_1\",\"type\":\"function\"," : "", first ? "\"name\":\"send\"," : "", js);
+    free(js);
+    cJSON_Delete(a);
+    ll_free(tmp);
+}
+
+static void feed_all(const pii_masker *m, const char *in, size_t n, ll_strbuf *out) {
+    ll_gw_sse sse;
+    ll_gw_sse_init(&sse, m);
+    ll_gw_sse_feed(&sse, in, n, out);
+    ll_gw_sse_finish(&sse, out);
+    ll_gw_sse_free(&sse);
+    assert_false(out->oom);
+}
+
+static void test_sse_tool_args_every_cut(void **state) {
+    (void)state;
+    pii_masker m;
+    pii_masker_init(&m);
+    const pii_mask_entry *en;
+    assert_int_equal(pii_masker_placeholder(&m, PII_EMAIL, "anna@firma.de", 13, &en), LL_OK);
+    const char *masked = "{\"to\":\"[PRIVATE_EMAIL_1]\",\"cc\":\"[PRIVATE_EMAIL_1]\"}";
+    const char *want = "{\"to\":\"anna@firma.de\",\"cc\":\"anna@firma.de\"}";
+    size_t n = strlen(masked);
+    /* the arguments cut into three events at every pair of byte positions (empty fragments
+     * included), then a second tool call and the finish event */
+    for (size_t a = 0; a <= n; a++)
+        for (size_t b = a; b <= n; b++) {
+            ll_strbuf in = {0}, out = {0}, args[2] = {{0}, {0}}, text = {0};
+            put_call_event(&in, 0, masked, a, 1);
+            put_call_event(&in, 0, masked + a, b - a, 0);
+            put_call_event(&in, 0, masked + b, n - b, 0);
+            put_call_event(&in, 1, "{\"x\":\"[PRIVATE_EMAIL_1]\"}", 25, 1);
+            ll_strbuf_puts(&in, "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n"
+                                "data: [DONE]\n\n");
+            feed_all(&m, in.data, in.len, &out);
+            char finish[32];
+            sse_collect_calls(out.data, args, 2, &text, finish);
+            assert_string_equal(args[0].data, want);
+            assert_string_equal(args[1].data, "{\"x\":\"anna@firma.de\"}");
+            assert_string_equal(finish, "tool_calls");
+            for (int k = 0; k < 2; k++) ll_strbuf_free(&args[k]);
+            ll_strbuf_free(&in);
+            ll_strbuf_free(&out);
+            ll_strbuf_free(&text);
+        }
+    /* a call that ends on an open prefix of a placeholder: flushed as text when the next call
+     * starts (before it, under its own index), and at the finish for the last call */
+    ll_strbuf in = {0}, out = {0};
+    put_call_event(&in, 0, "{\"a\":\"[PRIVATE_EM", 17, 1);
+    put_call_event(&in, 1, "{\"b\":\"[PRIVATE_", 15, 1);
+    ll_strbuf_puts(&in, "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\n");
+    feed_all(&m, in.data, in.len, &out);
+    const char *flush0 = strstr(out.data, "{\"index\":0,\"function\":{\"arguments\":\"[PRIVATE_EM\"}}");
+    assert_non_null(flush0);
+    assert_true(flush0 < strstr(out.data, "\"index\":1"));
+    assert_non_null(strstr(out.data, "\"tool_calls\":[{\"index\":1,\"function\":{\"arguments\":\"[PRIVATE_\"}}]"));
+    ll_strbuf_free(&in);
+    ll_strbuf_free(&out);
+    pii_masker_free(&m);
+}
+
+/* Legacy /v1/completions chunks carry `text` in the choice: restored across events too. */
+static void test_sse_text_completion_every_cut(void **state) {
+    (void)state;
+    pii_masker m;
+    pii_masker_init(&m);
+    const pii_mask_entry *en;
+    assert_int_equal(pii_masker_placeholder(&m, PII_EMAIL, "anna@firma.de", 13, &en), LL_OK);
+    const char *masked = "mail [PRIVATE_EMAIL_1] now";
+    size_t n = strlen(masked);
+    for (size_t a = 0; a <= n; a++) {
+        ll_strbuf in = {0}, out = {0}, text = {0};
+        for (int part = 0; part < 2; part++) {
+            cJSON *t = cJSON_CreateString("");
+            char buf[64];
+            size_t from = part ? a : 0, to = part ? n : a;
+            memcpy(buf, masked + from, to - from);
+            buf[to - from] = 0;
+            cJSON_SetValuestring(t, buf);
+            char *js = cJSON_PrintUnformatted(t);
+            ll_strbuf_printf(&in, "data: {\"object\":\"text_completion\",\"choices\":[{\"index\":0,\"text\":%s,"
+                                  "\"finish_reason\":null}]}\n\n", js);
+            free(js);
+            cJSON_Delete(t);
+        }
+        ll_strbuf_puts(&in, "data: {\"object\":\"text_completion\",\"choices\":[{\"index\":0,\"text\":\"\","
+                            "\"finish_reason\":\"length\"}]}\n\ndata: [DONE]\n\n");
+        feed_all(&m, in.data, in.len, &out);
+        char finish[32];
+        sse_collect_calls(out.data, NULL, 0, &text, finish);
+        assert_string_equal(text.data, "mail anna@firma.de now");
+        assert_string_equal(finish, "length");
+        ll_strbuf_free(&in);
+        ll_strbuf_free(&out);
+        ll_strbuf_free(&text);
+    }
+    pii_masker_free(&m);
+}
+
 static void test_refusal(void **state) {
     (void)state;
     pii_decision d = {0};
     d.action = PII_ACT_SKIP;
     d.categories = (1u << PII_PHONE) | (1u << PII_EMAIL);
     ll_strbuf b = {0};
-    ll_gw_refusal(&d, "gpt-x", "chatcmpl-1", 7, 0, &b);
+    ll_gw_refusal(&d, "gpt-x", "chatcmpl-1", 7, 0, 0, &b);
     cJSON *j = cJSON_Parse(b.data);
     assert_non_null(j);
     cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
@@ -305,7 +448,7 @@ static void test_refusal(void **state) {
     assert_string_equal(cJSON_GetObjectItem(j, "model")->valuestring, "gpt-x");
     cJSON_Delete(j);
     ll_strbuf_clear(&b);
-    ll_gw_refusal(&d, "gpt-x", "chatcmpl-1", 7, 1, &b);
+    ll_gw_refusal(&d, "gpt-x", "chatcmpl-1", 7, 1, 0, &b);
     ll_strbuf content = {0};
     char finish[32];
     int done, events;
@@ -315,7 +458,58 @@ static void test_refusal(void **state) {
     assert_string_equal(finish, "content_filter");
     assert_non_null(strstr(content.data, "not processed"));
     ll_strbuf_free(&content);
+    /* legacy completions: text_completion objects with the explanation as text */
+    ll_strbuf_clear(&b);
+    ll_gw_refusal(&d, "gpt-x", "cmpl-1", 7, 0, 1, &b);
+    j = cJSON_Parse(b.data);
+    assert_non_null(j);
+    assert_string_equal(cJSON_GetObjectItem(j, "object")->valuestring, "text_completion");
+    c = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+    assert_non_null(strstr(cJSON_GetObjectItem(c, "text")->valuestring, "private_email, private_phone"));
+    assert_string_equal(cJSON_GetObjectItem(c, "finish_reason")->valuestring, "content_filter");
+    cJSON_Delete(j);
+    ll_strbuf_clear(&b);
+    ll_gw_refusal(&d, "gpt-x", "cmpl-1", 7, 1, 1, &b);
+    ll_strbuf said = {0};
+    sse_collect_calls(b.data, NULL, 0, &said, finish);
+    assert_non_null(strstr(said.data, "not processed"));
+    assert_string_equal(finish, "content_filter");
+    assert_non_null(strstr(b.data, "\"object\":\"text_completion\""));
+    assert_non_null(strstr(b.data, "data: [DONE]\n\n"));
+    ll_strbuf_free(&said);
     ll_strbuf_free(&b);
+}
+
+static void test_scan_prompt(void **state) {
+    (void)state;
+    pii_policy p;
+    pii_policy_default(&p);
+    ll_api_error e;
+    ll_gw_scan sc;
+    cJSON *doc = cJSON_Parse("{\"prompt\":[\"mail " EMAIL "\",\"clean text\"],\"suffix\":\"cc " EMAIL "\"}");
+    assert_int_equal(ll_gw_scan_prompt(doc, &p, NULL, &sc, &e), 0);
+    assert_int_equal(sc.n, 3);
+    assert_string_equal(sc.v[0].path, "prompt[0]");
+    assert_string_equal(sc.v[2].path, "suffix");
+    assert_int_equal(sc.decision.counts[PII_EMAIL], 2);
+    assert_int_equal(sc.decision.action, PII_ACT_MASK);
+    pii_masker m;
+    pii_masker_init(&m);
+    assert_int_equal(ll_gw_mask(&sc, sc.decision.mask_categories, &m), LL_OK);
+    assert_string_equal(cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "prompt"), 0)->valuestring, "mail [PRIVATE_EMAIL_1]");
+    assert_string_equal(cJSON_GetObjectItem(doc, "suffix")->valuestring, "cc [PRIVATE_EMAIL_1]");
+    pii_masker_free(&m);
+    ll_gw_scan_free(&sc);
+    cJSON_Delete(doc);
+    const char *bad[] = {"{\"prompt\":[1,2,3]}", "{\"prompt\":7}", "{}"};
+    for (size_t i = 0; i < LL_ARRAY_LEN(bad); i++) {
+        doc = cJSON_Parse(bad[i]);
+        assert_int_equal(ll_gw_scan_prompt(doc, &p, NULL, &sc, &e), -1);
+        assert_int_equal(e.status, 400);
+        assert_string_equal(e.param, "prompt");
+        ll_gw_scan_free(&sc);
+        cJSON_Delete(doc);
+    }
 }
 
 int main(void) {
@@ -324,6 +518,8 @@ int main(void) {
         cmocka_unit_test(test_take_decision),   cmocka_unit_test(test_mask_and_audit),
         cmocka_unit_test(test_sha256),          cmocka_unit_test(test_unmask_body),
         cmocka_unit_test(test_sse_unmask_every_cut), cmocka_unit_test(test_refusal),
+        cmocka_unit_test(test_sse_tool_args_every_cut), cmocka_unit_test(test_sse_text_completion_every_cut),
+        cmocka_unit_test(test_scan_prompt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

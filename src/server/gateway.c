@@ -108,6 +108,35 @@ int ll_gw_scan_messages(cJSON *doc, const pii_policy *p, ll_gw_model *pm, ll_gw_
     return 0;
 }
 
+int ll_gw_scan_prompt(cJSON *doc, const pii_policy *p, ll_gw_model *pm, ll_gw_scan *out, ll_api_error *err) {
+    memset(out, 0, sizeof(*out));
+    out->decision.action = PII_ACT_UPSTREAM;
+    cJSON *prompt = cJSON_IsObject(doc) ? cJSON_GetObjectItemCaseSensitive(doc, "prompt") : NULL;
+    char path[32];
+    if (cJSON_IsString(prompt)) {
+        if (add_text(out, prompt, -1, "prompt", p, pm, err)) return -1;
+    } else if (cJSON_IsArray(prompt)) {
+        int i = 0;
+        for (cJSON *t = prompt->child; t; t = t->next, i++) {
+            if (!cJSON_IsString(t)) {
+                ll_api_error_set(err, 400, "invalid_request_error", NULL, "prompt",
+                                 "the privacy gateway needs 'prompt' as text (a string or an array of strings): it "
+                                 "cannot check token ids");
+                return -1;
+            }
+            snprintf(path, sizeof(path), "prompt[%d]", i);
+            if (add_text(out, t, -1, path, p, pm, err)) return -1;
+        }
+    } else {
+        ll_api_error_set(err, 400, "invalid_request_error", NULL, "prompt",
+                         "'prompt' must be a string or an array of strings");
+        return -1;
+    }
+    cJSON *suffix = cJSON_GetObjectItemCaseSensitive(doc, "suffix");
+    if (cJSON_IsString(suffix) && add_text(out, suffix, -1, "suffix", p, pm, err)) return -1;
+    return 0;
+}
+
 void ll_gw_scan_free(ll_gw_scan *s) {
     for (size_t i = 0; i < s->n; i++) {
         pii_spans_free(&s->v[i].spans);
@@ -248,6 +277,7 @@ void ll_gw_sse_init(ll_gw_sse *s, const pii_masker *m) {
     for (int i = 0; i < LL_GW_MAX_CHOICES; i++) {
         pii_unmask_stream_init(&s->content[i], m);
         pii_unmask_stream_init(&s->reasoning[i], m);
+        for (int k = 0; k < LL_GW_MAX_CALLS; k++) pii_unmask_stream_init(&s->args[i][k], m);
     }
 }
 
@@ -274,6 +304,63 @@ static void stream_field(ll_gw_sse *s, cJSON *delta, const char *name, pii_unmas
     else cJSON_AddStringToObject(delta, name, s->tmp.s);
 }
 
+/* Flushes what the argument stream of tool call k holds into a new entry of calls, placed before
+ * `before` (NULL: at the end). */
+static void flush_call(ll_gw_sse *s, cJSON *calls, cJSON *before, int k, pii_unmask_stream *us) {
+    s->tmp.n = 0;
+    if (pii_unmask_stream_finish(us, &s->tmp) != LL_OK || pii_buf_append(&s->tmp, "", 0) != LL_OK) return;
+    cJSON *e = cJSON_CreateObject(), *fn = cJSON_CreateObject();
+    if (!e || !fn || !cJSON_AddNumberToObject(e, "index", k) || !cJSON_AddStringToObject(fn, "arguments", s->tmp.s)) {
+        cJSON_Delete(e);
+        cJSON_Delete(fn);
+        return;
+    }
+    cJSON_AddItemToObject(e, "function", fn);
+    if (!before) {
+        cJSON_AddItemToArray(calls, e);
+        return;
+    }
+    int pos = 0;
+    for (cJSON *c = calls->child; c && c != before; c = c->next) pos++;
+    cJSON_InsertItemInArray(calls, pos, e);
+}
+
+/* The tool_calls of one choice's delta: each call's arguments fragment goes through that call's
+ * stream. Calls arrive one after another, so a new index completes the others: their held bytes
+ * are flushed first. With fin everything held is flushed. A fragment that is entirely held is
+ * sent as "" (the field stays, as OpenAI's first tool call chunk has it). */
+static void stream_tool_calls(ll_gw_sse *s, int ci, cJSON *delta, int fin) {
+    pii_unmask_stream *as = s->args[ci];
+    cJSON *calls = cJSON_GetObjectItemCaseSensitive(delta, "tool_calls");
+    for (cJSON *tc = cJSON_IsArray(calls) ? calls->child : NULL; tc; tc = tc->next) {
+        cJSON *idx = cJSON_IsObject(tc) ? cJSON_GetObjectItemCaseSensitive(tc, "index") : NULL;
+        int k = cJSON_IsNumber(idx) ? idx->valueint : 0;
+        cJSON *fn = cJSON_IsObject(tc) ? cJSON_GetObjectItemCaseSensitive(tc, "function") : NULL;
+        cJSON *args = cJSON_IsObject(fn) ? cJSON_GetObjectItemCaseSensitive(fn, "arguments") : NULL;
+        if (k < 0 || k >= LL_GW_MAX_CALLS) { /* beyond the streams kept: restored per event */
+            unmask_item(s->m, args, &s->tmp);
+            continue;
+        }
+        for (int o = 0; o < LL_GW_MAX_CALLS; o++)
+            if (o != k && as[o].nhold) flush_call(s, calls, tc, o, &as[o]);
+        if (!cJSON_IsString(args) || !args->valuestring) continue;
+        s->tmp.n = 0;
+        if (pii_unmask_stream_feed(&as[k], args->valuestring, strlen(args->valuestring), &s->tmp) != LL_OK ||
+            pii_buf_append(&s->tmp, "", 0) != LL_OK)
+            continue;
+        cJSON_SetValuestring(args, s->tmp.s);
+    }
+    if (!fin) return;
+    for (int o = 0; o < LL_GW_MAX_CALLS; o++) {
+        if (!as[o].nhold) continue;
+        if (!cJSON_IsArray(calls)) {
+            cJSON_DeleteItemFromObjectCaseSensitive(delta, "tool_calls");
+            if (!(calls = cJSON_AddArrayToObject(delta, "tool_calls"))) return;
+        }
+        flush_call(s, calls, NULL, o, &as[o]);
+    }
+}
+
 static void sse_event(ll_gw_sse *s, const char *line, size_t n, ll_strbuf *out) {
     const char *p = line + 5; /* after "data:" */
     size_t k = n - 5;
@@ -288,13 +375,21 @@ static void sse_event(ll_gw_sse *s, const char *line, size_t n, ll_strbuf *out) 
     for (cJSON *c = choices->child; c; c = c->next) {
         cJSON *idx = cJSON_GetObjectItemCaseSensitive(c, "index");
         int i = cJSON_IsNumber(idx) ? idx->valueint : 0;
-        cJSON *delta = cJSON_GetObjectItemCaseSensitive(c, "delta");
-        if (i < 0 || i >= LL_GW_MAX_CHOICES || !cJSON_IsObject(delta)) continue;
+        if (i < 0 || i >= LL_GW_MAX_CHOICES || !cJSON_IsObject(c)) continue;
         cJSON *fr = cJSON_GetObjectItemCaseSensitive(c, "finish_reason");
         int fin = fr && !cJSON_IsNull(fr);
+        cJSON *delta = cJSON_GetObjectItemCaseSensitive(c, "delta");
+        if (!cJSON_IsObject(delta)) {
+            /* a legacy text_completion chunk carries its text in the choice itself */
+            if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(c, "text")) || (fin && s->content[i].nhold)) {
+                stream_field(s, c, "text", &s->content[i], fin);
+                if (!cJSON_GetObjectItemCaseSensitive(c, "text")) cJSON_AddStringToObject(c, "text", "");
+            }
+            continue;
+        }
         stream_field(s, delta, "reasoning_content", &s->reasoning[i], fin);
         stream_field(s, delta, "content", &s->content[i], fin);
-        unmask_tool_calls(s->m, cJSON_GetObjectItemCaseSensitive(delta, "tool_calls"), &s->tmp);
+        stream_tool_calls(s, i, delta, fin);
     }
     ll_strbuf_puts(out, "data: ");
     put_json(doc, out);
@@ -338,7 +433,7 @@ void ll_gw_sse_finish(ll_gw_sse *s, ll_strbuf *out) {
 
 /* ------------------------------------------------------------------ refusal and audit */
 
-void ll_gw_refusal(const pii_decision *d, const char *model, const char *id, long long created, int stream,
+void ll_gw_refusal(const pii_decision *d, const char *model, const char *id, long long created, int stream, int legacy,
                    ll_strbuf *out) {
     ll_strbuf msg = {0};
     ll_strbuf_puts(&msg, "This request was not processed: it contains personal data (");
@@ -350,21 +445,26 @@ void ll_gw_refusal(const pii_decision *d, const char *model, const char *id, lon
         }
     ll_strbuf_puts(&msg, ") that the privacy policy does not allow to be processed.");
     const char *text = msg.data ? msg.data : "";
+    const char *object = legacy ? "text_completion" : stream ? "chat.completion.chunk" : "chat.completion";
     if (!stream) {
-        ll_strbuf_printf(out, "{\"id\":\"%s\",\"object\":\"chat.completion\",\"created\":%lld,\"model\":", id, created);
+        ll_strbuf_printf(out, "{\"id\":\"%s\",\"object\":\"%s\",\"created\":%lld,\"model\":", id, object, created);
         ll_strbuf_json_cstr(out, model);
-        ll_strbuf_puts(out, ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":");
+        ll_strbuf_puts(out, legacy ? ",\"choices\":[{\"index\":0,\"text\":"
+                                   : ",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":");
         ll_strbuf_json_cstr(out, text);
-        ll_strbuf_puts(out, "},\"finish_reason\":\"content_filter\",\"logprobs\":null}],"
+        ll_strbuf_puts(out, legacy ? "" : "}");
+        ll_strbuf_puts(out, ",\"finish_reason\":\"content_filter\",\"logprobs\":null}],"
                             "\"usage\":{\"prompt_tokens\":0,\"completion_tokens\":0,\"total_tokens\":0}}");
     } else {
+        /* chat: role, content, finish; legacy: text, finish (its chunks have no role) */
         const char *deltas[3] = {"{\"role\":\"assistant\",\"content\":\"\"}", NULL, "{}"};
-        for (int k = 0; k < 3; k++) {
-            ll_strbuf_printf(out, "data: {\"id\":\"%s\",\"object\":\"chat.completion.chunk\",\"created\":%lld,\"model\":",
-                             id, created);
+        for (int k = legacy ? 1 : 0; k < 3; k++) {
+            ll_strbuf_printf(out, "data: {\"id\":\"%s\",\"object\":\"%s\",\"created\":%lld,\"model\":", id, object,
+                             created);
             ll_strbuf_json_cstr(out, model);
-            ll_strbuf_puts(out, ",\"choices\":[{\"index\":0,\"delta\":");
-            if (deltas[k]) ll_strbuf_puts(out, deltas[k]);
+            ll_strbuf_puts(out, legacy ? ",\"choices\":[{\"index\":0,\"text\":" : ",\"choices\":[{\"index\":0,\"delta\":");
+            if (legacy) ll_strbuf_json_cstr(out, k == 1 ? text : "");
+            else if (deltas[k]) ll_strbuf_puts(out, deltas[k]);
             else {
                 ll_strbuf_puts(out, "{\"content\":");
                 ll_strbuf_json_cstr(out, text);

@@ -50,6 +50,9 @@ typedef struct ll_gw_scan {
  * pm when not NULL, and decides with policy p. Returns 0, or -1 with a 400 in *err when
  * "messages" is missing or malformed (503 when out of memory or the model fails). */
 int ll_gw_scan_messages(cJSON *doc, const pii_policy *p, ll_gw_model *pm, ll_gw_scan *out, ll_api_error *err);
+/* Scans a legacy completions request: its "prompt" (a string or an array of strings; token-id
+ * prompts are refused with a 400, since the gate cannot read them) and "suffix". */
+int ll_gw_scan_prompt(cJSON *doc, const pii_policy *p, ll_gw_model *pm, ll_gw_scan *out, ll_api_error *err);
 /* Scans one text node (the {"text": ...} form of the scan endpoint). */
 int ll_gw_scan_text(cJSON *text, const pii_policy *p, ll_gw_model *pm, ll_gw_scan *out, ll_api_error *err);
 void ll_gw_scan_free(ll_gw_scan *s);
@@ -76,15 +79,20 @@ ll_status ll_gw_mask(ll_gw_scan *s, uint32_t cat_mask, pii_masker *m);
 void ll_gw_unmask_body(const pii_masker *m, const char *body, size_t n, ll_strbuf *out);
 
 /* Streaming restore over SSE text as it arrives in arbitrary pieces: complete `data:` lines are
- * parsed, each choice's delta content / reasoning_content goes through a pii_unmask_stream (a
- * placeholder split across events is restored whole in a later event), tool call argument deltas
- * are restored per event; a choice's held-back text is flushed into the event that carries its
+ * parsed, and each choice's delta content / reasoning_content, each tool call's
+ * function.arguments fragments (per tool call index) and a legacy completion's `text` go through
+ * their own pii_unmask_stream, so a placeholder split across events is restored whole in a later
+ * event and no fragment of one reaches the client. A tool call's held-back bytes are flushed
+ * (as an extra {"index":k,"function":{"arguments":...}} entry) when another tool call index
+ * starts, and everything a choice holds is flushed into the event that carries its
  * finish_reason. Other lines pass through unchanged. */
 #define LL_GW_MAX_CHOICES 8
+#define LL_GW_MAX_CALLS 16 /* tool calls per choice with a stream of their own; later ones per event */
 typedef struct ll_gw_sse {
     const pii_masker *m;
     ll_strbuf line;                                     /* an incomplete line */
     pii_unmask_stream content[LL_GW_MAX_CHOICES], reasoning[LL_GW_MAX_CHOICES];
+    pii_unmask_stream args[LL_GW_MAX_CHOICES][LL_GW_MAX_CALLS];
     pii_buf tmp;
 } ll_gw_sse;
 void ll_gw_sse_init(ll_gw_sse *s, const pii_masker *m);
@@ -94,8 +102,9 @@ void ll_gw_sse_finish(ll_gw_sse *s, ll_strbuf *out);
 void ll_gw_sse_free(ll_gw_sse *s);
 
 /* The `skip` answer: a chat.completion (or its SSE stream) whose content explains the refusal,
- * with finish_reason "content_filter". */
-void ll_gw_refusal(const pii_decision *d, const char *model, const char *id, long long created, int stream,
+ * with finish_reason "content_filter"; with legacy, a text_completion (chunks) with the
+ * explanation as its text. */
+void ll_gw_refusal(const pii_decision *d, const char *model, const char *id, long long created, int stream, int legacy,
                    ll_strbuf *out);
 
 /* One audit line (JSON, newline-terminated; before or after ll_gw_mask) of a forwarded request: time, request id, action,

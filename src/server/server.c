@@ -85,6 +85,7 @@ struct ll_server {
     /* privacy gateway */
     pii_policy policy;
     char *upstream_chat;  /* the upstream's chat completions URL, or NULL (no gateway) */
+    char *upstream_cmpl;  /* its legacy completions URL (set with upstream_chat) */
     char *upstream_auth;  /* "Authorization: Bearer KEY" header line, or NULL */
     FILE *audit;          /* under audit_mu */
     pii_model pii;        /* loaded when pm is set */
@@ -710,13 +711,18 @@ static ll_status gateway_setup(ll_server *s) {
         return ll_err(LL_ERR_INVALID, "--upstream %s: must start with http:// or https://", u);
     size_t n = strlen(u);
     while (n && u[n - 1] == '/') n--;
-    /* a base URL (".../v1", OpenAI's base_url) gets the chat path; a full endpoint is used as is */
-    static const char tail[] = "/chat/completions";
+    /* a base URL (".../v1", OpenAI's base_url) gets the chat path; a full chat endpoint is used as
+     * is, and its base gets the legacy completions path */
+    static const char tail[] = "/chat/completions", ctail[] = "/completions";
     int full = n >= sizeof(tail) - 1 && !memcmp(u + n - (sizeof(tail) - 1), tail, sizeof(tail) - 1);
-    s->upstream_chat = ll_malloc(n + sizeof(tail));
-    if (!s->upstream_chat) return ll_err(LL_ERR_OOM, "server: out of memory");
-    memcpy(s->upstream_chat, u, n);
-    strcpy(s->upstream_chat + n, full ? "" : tail);
+    size_t base = full ? n - (sizeof(tail) - 1) : n;
+    s->upstream_chat = ll_malloc(base + sizeof(tail));
+    s->upstream_cmpl = ll_malloc(base + sizeof(ctail));
+    if (!s->upstream_chat || !s->upstream_cmpl) return ll_err(LL_ERR_OOM, "server: out of memory");
+    memcpy(s->upstream_chat, u, base);
+    strcpy(s->upstream_chat + base, tail);
+    memcpy(s->upstream_cmpl, u, base);
+    strcpy(s->upstream_cmpl + base, ctail);
     if (s->p.upstream_key) {
         size_t k = strlen(s->p.upstream_key) + 32;
         if (!(s->upstream_auth = ll_malloc(k))) return ll_err(LL_ERR_OOM, "server: out of memory");
@@ -773,6 +779,7 @@ static enum MHD_Result handle_privacy_scan(reqctx *c, struct MHD_Connection *con
  * streamed answer is pumped only as fast as the client reads it and no extra thread exists. */
 typedef struct fwd {
     ll_server *srv;
+    const char *url;      /* the upstream endpoint (one of the server's) */
     CURL *easy;
     CURLM *multi;
     struct curl_slist *hdrs;
@@ -892,7 +899,7 @@ static enum MHD_Result forward(reqctx *c, struct MHD_Connection *conn, fwd *f, c
     const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
     f->conn_fd = ci ? ci->connect_fd : -1;
     long ms = (long)(s->p.upstream_timeout_sec * 1000);
-    curl_easy_setopt(f->easy, CURLOPT_URL, s->upstream_chat);
+    curl_easy_setopt(f->easy, CURLOPT_URL, f->url);
     curl_easy_setopt(f->easy, CURLOPT_POST, 1L);
     curl_easy_setopt(f->easy, CURLOPT_POSTFIELDS, f->body);
     curl_easy_setopt(f->easy, CURLOPT_POSTFIELDSIZE, (long)strlen(f->body));
@@ -922,7 +929,7 @@ static enum MHD_Result forward(reqctx *c, struct MHD_Connection *conn, fwd *f, c
         s->m.upstream_errors++;
         pthread_mutex_unlock(&s->mu);
         fwd_error(f, &e);
-        ll_log(LL_LOG_WARN, "upstream %s: %s", s->upstream_chat, e.message);
+        ll_log(LL_LOG_WARN, "upstream %s: %s", f->url, e.message);
         fwd_free(f);
         return send_error(c, conn, &e);
     }
@@ -966,8 +973,8 @@ static enum MHD_Result forward(reqctx *c, struct MHD_Connection *conn, fwd *f, c
     return ok;
 }
 
-/* POST /v1/chat/completions with an upstream: scan, decide, then answer locally, forward, refuse
- * or ask. */
+/* POST /v1/chat/completions or /v1/completions with an upstream: scan (messages or prompt),
+ * decide, then answer locally, forward to the matching upstream endpoint, refuse or ask. */
 static enum MHD_Result handle_gateway(reqctx *c, struct MHD_Connection *conn) {
     ll_server *s = c->srv;
     ll_api_error e;
@@ -981,7 +988,9 @@ static enum MHD_Result handle_gateway(reqctx *c, struct MHD_Connection *conn) {
     }
     int choice;
     ll_gw_scan sc = {0};
-    if (ll_gw_take_decision(doc, &choice, &e) || ll_gw_scan_messages(doc, &s->policy, s->pm, &sc, &e)) {
+    int legacy = c->route == R_COMPLETIONS;
+    if (ll_gw_take_decision(doc, &choice, &e) ||
+        (legacy ? ll_gw_scan_prompt(doc, &s->policy, s->pm, &sc, &e) : ll_gw_scan_messages(doc, &s->policy, s->pm, &sc, &e))) {
         ll_gw_scan_free(&sc);
         cJSON_Delete(doc);
         return send_error(c, conn, &e);
@@ -998,7 +1007,7 @@ static enum MHD_Result handle_gateway(reqctx *c, struct MHD_Connection *conn) {
     char hex[33];
     random_hex(hex, 12);
     char id[48];
-    snprintf(id, sizeof(id), "chatcmpl-%s", hex);
+    snprintf(id, sizeof(id), "%s-%s", legacy ? "cmpl" : "chatcmpl", hex);
     pthread_mutex_lock(&s->mu);
     s->m.privacy_actions[act]++;
     pthread_mutex_unlock(&s->mu);
@@ -1023,7 +1032,7 @@ static enum MHD_Result handle_gateway(reqctx *c, struct MHD_Connection *conn) {
     case PII_ACT_SKIP: {
         cJSON *mv = cJSON_GetObjectItemCaseSensitive(doc, "model");
         ll_gw_refusal(&sc.decision, cJSON_IsString(mv) ? mv->valuestring : s->model_id, id, (long long)time(NULL), stream,
-                      &b);
+                      legacy, &b);
         r = b.oom ? MHD_NO
                   : send_body(c, conn, 200, stream ? "text/event-stream" : "application/json", b.data, b.len, NULL, 0);
         break;
@@ -1061,7 +1070,8 @@ static enum MHD_Result handle_gateway(reqctx *c, struct MHD_Connection *conn) {
         /* the audit line is written before anything leaves: an upstream failing half-way may
          * still have received it */
         char *peek = cJSON_PrintUnformatted(doc);
-        ll_gw_audit_line(&sc, id, cats ? "mask" : "upstream", s->upstream_chat, cats, peek ? strlen(peek) : 0, &b);
+        f->url = legacy ? s->upstream_cmpl : s->upstream_chat;
+        ll_gw_audit_line(&sc, id, cats ? "mask" : "upstream", f->url, cats, peek ? strlen(peek) : 0, &b);
         free(peek);
         if (audit_write(s, &b)) {
             fwd_free(f);
@@ -1163,7 +1173,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return send_error(c, conn, &e);
     }
     if (c->route == R_PRIVACY_SCAN) return handle_privacy_scan(c, conn);
-    if (c->route == R_CHAT && s->upstream_chat) return handle_gateway(c, conn);
+    if ((c->route == R_CHAT || c->route == R_COMPLETIONS) && s->upstream_chat) return handle_gateway(c, conn);
     if (c->route == R_CHAT || c->route == R_COMPLETIONS) return handle_gen(c, conn);
     return handle_tokenize(c, conn);
 }
@@ -1206,6 +1216,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 
 static void free_server(ll_server *s) {
     ll_free(s->upstream_chat);
+    ll_free(s->upstream_cmpl);
     ll_free(s->upstream_auth);
     if (s->audit) fclose(s->audit);
     pthread_mutex_destroy(&s->audit_mu);

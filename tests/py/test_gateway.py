@@ -89,6 +89,10 @@ class Proxy:
                 if delay:
                     time.sleep(delay)
                 req = json.loads(body)
+                if self.path.endswith("/v1/completions"):
+                    return self.legacy_completion(req)
+                if req.get("tools"):
+                    return self.tool_call(req)
                 m = PH_RE.search(json.dumps(req["messages"]))
                 ph = m.group(0) if m else None
                 r = httpx.post(upstream_url + self.path.replace("/v1", "/v1", 1), content=body,
@@ -123,6 +127,52 @@ class Proxy:
                         self.wfile.write((e + "\n\n").encode())
                         self.wfile.flush()
                         time.sleep(0.01)
+
+            # The proxy answers these two itself (the scripted model writes neither), in the
+            # OpenAI wire format, streamed in 3-character fragments so that every placeholder is
+            # split across events.
+            def reply(self, req, whole, chunks):
+                self.send_response(200)
+                if not req.get("stream"):
+                    data = json.dumps(whole).encode()
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                for ev in chunks:
+                    self.wfile.write(("data: " + json.dumps(ev) + "\n\n").encode())
+                    self.wfile.flush()
+                self.wfile.write(b"data: [DONE]\n\n")
+
+            def legacy_completion(self, req):
+                p = req["prompt"]
+                text = "echo: " + (p if isinstance(p, str) else " | ".join(p))  # what the upstream saw
+                head = {"id": "cmpl-up", "object": "text_completion", "created": 1, "model": req.get("model")}
+                whole = {**head, "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}],
+                         "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+                chunks = [{**head, "choices": [{"index": 0, "text": text[i:i + 3], "finish_reason": None,
+                                                "logprobs": None}]} for i in range(0, len(text), 3)]
+                chunks.append({**head, "choices": [{"index": 0, "text": "", "finish_reason": "stop", "logprobs": None}]})
+                self.reply(req, whole, chunks)
+
+            def tool_call(self, req):
+                m = PH_RE.search(json.dumps(req["messages"]))
+                args = json.dumps({"to": m.group(0) if m else "nobody", "cc": m.group(0) if m else "nobody"})
+                head = {"id": "chatcmpl-up", "object": "chat.completion.chunk", "created": 1, "model": req.get("model")}
+                call = {"id": "call_1", "type": "function", "function": {"name": "send_mail", "arguments": args}}
+                whole = {**head, "object": "chat.completion", "choices": [{"index": 0, "message": {
+                    "role": "assistant", "content": None, "tool_calls": [call]}, "finish_reason": "tool_calls"}]}
+                first = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "send_mail", "arguments": ""}}
+                chunks = [{**head, "choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [first]},
+                                                "finish_reason": None}]}]
+                chunks += [{**head, "choices": [{"index": 0, "delta": {"tool_calls": [
+                    {"index": 0, "function": {"arguments": args[i:i + 3]}}]}, "finish_reason": None}]}
+                    for i in range(0, len(args), 3)]
+                chunks.append({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})
+                self.reply(req, whole, chunks)
 
         self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
@@ -291,6 +341,84 @@ def test_mask_streaming_split_placeholder(env):
     assert "[PRIVATE" not in r.text and "AIL_1]" not in r.text  # no fragment reached the client
 
 
+def test_tool_call_arguments_restored(env):
+    """Tool call arguments: restored whole, and in a stream of 3-byte fragments no piece of a
+    placeholder reaches the client."""
+    gw, proxy = env["gw"], env["proxy"]
+    tools = [{"type": "function", "function": {"name": "send_mail", "parameters": {"type": "object"}}}]
+    want = {"to": EMAIL, "cc": EMAIL}
+    for stream in (False, True):
+        n = len(proxy.requests)
+        r = chat(gw, [{"role": "user", "content": f"mail {EMAIL} the report"}], stream=stream, tools=tools)
+        assert r.status_code == 200, r.text
+        assert EMAIL.encode() not in proxy.requests[n][1]
+        if not stream:
+            [call] = r.json()["choices"][0]["message"]["tool_calls"]
+            assert json.loads(call["function"]["arguments"]) == want
+            continue
+        args, finish = "", None
+        for line in r.text.split("\n"):
+            if line.startswith("data: {"):
+                ev = json.loads(line[6:])
+                c = ev["choices"][0]
+                for tc in c["delta"].get("tool_calls") or []:
+                    assert tc["index"] == 0
+                    frag = tc.get("function", {}).get("arguments", "")
+                    assert "[" not in frag and "]" not in frag, frag  # no placeholder piece
+                    args += frag
+                finish = c.get("finish_reason") or finish
+        assert json.loads(args) == want and finish == "tool_calls"
+
+
+def completion(gw, prompt, stream=False, **extra):
+    body = {"model": "cloud-model", "prompt": prompt, "stream": stream, "max_tokens": 8, **extra}
+    return httpx.post(gw.url + "/v1/completions", json=body, headers={"Authorization": f"Bearer {CLIENT_KEY}"},
+                      timeout=60)
+
+
+def test_legacy_completions_masked(env):
+    """/v1/completions goes to the upstream's /v1/completions under the same policy: the prompt is
+    masked, the completion text restored (whole and streamed), skip and ask answer as for chat."""
+    gw, proxy = env["gw"], env["proxy"]
+    for stream in (False, True):
+        for prompt in (f"Dear {EMAIL},", [f"to {EMAIL}", "clean part"]):
+            n = len(proxy.requests)
+            r = completion(gw, prompt, stream=stream)
+            assert r.status_code == 200, r.text
+            [(headers, body)] = proxy.requests[n:]
+            assert headers["authorization"] == f"Bearer {UPSTREAM_KEY}"
+            req = json.loads(body)
+            assert EMAIL not in body.decode() and req["max_tokens"] == 8
+            seen = req["prompt"] if isinstance(req["prompt"], str) else " | ".join(req["prompt"])
+            assert "[PRIVATE_EMAIL_1]" in seen
+            # the upstream echoed what it saw; the client gets the value back
+            want = "echo: " + seen.replace("[PRIVATE_EMAIL_1]", EMAIL)
+            if not stream:
+                j = r.json()
+                assert j["object"] == "text_completion" and j["choices"][0]["text"] == want
+                continue
+            text, finish = "", None
+            for line in r.text.split("\n"):
+                if line.startswith("data: {"):
+                    c = json.loads(line[6:])["choices"][0]
+                    assert "[" not in c["text"] and "]" not in c["text"], c["text"]
+                    text += c["text"]
+                    finish = c.get("finish_reason") or finish
+            assert "data: [DONE]" in r.text
+            assert text == want and finish == "stop"
+    n = len(proxy.requests)
+    r = completion(gw, f"call {PHONE}")  # private_phone = skip
+    assert r.status_code == 200 and r.json()["object"] == "text_completion"
+    assert r.json()["choices"][0]["finish_reason"] == "content_filter"
+    r = completion(gw, f"letter for {PERSON}: my name is {PERSON}")  # private_person = ask
+    assert r.status_code == 409 and r.json()["error"]["code"] == "privacy_ask"
+    r = completion(gw, f"token {SECRET}", max_tokens=2)  # secret = local: the local engine answers
+    assert r.status_code == 200 and r.json()["object"] == "text_completion"
+    assert len(proxy.requests) == n  # none of the three reached the upstream
+    r = completion(gw, [1, 2, 3])
+    assert r.status_code == 400 and r.json()["error"]["param"] == "prompt"
+
+
 def test_local_never_contacts_upstream(env):
     gw, proxy = env["gw"], env["proxy"]
     n = len(proxy.requests)
@@ -363,7 +491,10 @@ def test_audit_log(env):
     for v in (EMAIL, SECRET, PHONE, PERSON):
         assert v not in text
     lines = [json.loads(x) for x in text.splitlines()]
-    assert lines and all(x["upstream"].endswith("/v1/chat/completions") for x in lines)
+    # each line names the endpoint it went to (legacy completions have their own)
+    assert lines and all(x["upstream"].endswith(("/v1/chat/completions", "/v1/completions")) for x in lines)
+    assert any(x["upstream"].endswith("/v1/completions") and not x["upstream"].endswith("/chat/completions")
+               for x in lines)
     last = lines[-1]
     assert last["action"] == "mask" and last["masked"] == {"private_email": 1}
     assert last["sent_raw"] == {"private_person": 1} and last["bytes"] > 0

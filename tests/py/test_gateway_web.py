@@ -13,6 +13,7 @@ import shutil
 import pytest
 
 sync_api = pytest.importorskip("playwright.sync_api")
+httpx = pytest.importorskip("httpx")
 
 from test_gateway import EMAIL, PERSON, Proxy, Serve, model  # noqa: E402,F401  (model is a fixture)
 
@@ -89,6 +90,10 @@ def test_upload_anyway(web):
     [(_, body)] = web["proxy"].requests[n:]
     sent = json.dumps(json.loads(body)["messages"])
     assert PERSON in sent and EMAIL not in sent  # "upload anyway" is about the asked category only
+    # the page names the model the server reports, picked in its header
+    served = [m["id"] for m in httpx.get(web["gw"].url + "/v1/models").json()["data"]]
+    assert json.loads(body)["model"] == served[0] == page.input_value("#model")
+    assert page.locator("#model option").all_inner_texts() == served
     page.close()
 
 
@@ -104,5 +109,6 @@ def test_skip_this_step(web):
     page.wait_for_function("document.querySelectorAll('.msg.assistant[data-done]').length === 2", timeout=60000)
     [(_, body)] = web["proxy"].requests[n:]
     assert json.loads(body)["messages"] == [{"role": "user", "content": "Say hello"}]
+    assert json.loads(body)["model"] == page.input_value("#model") != ""
     page.screenshot(path=str(ART / "skip-next.png"))
     page.close()
