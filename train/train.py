@@ -199,6 +199,8 @@ def main():
     ap.add_argument("--batch-tokens", type=int, default=65536)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--warmup", type=int, default=100)
+    ap.add_argument("--final-lr", type=float, default=0.1,
+                    help="the cosine schedule ends at this fraction of --lr (at the end of the time budget)")
     ap.add_argument("--save-every", type=float, default=60.0)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--seed", type=int, default=0)
@@ -232,7 +234,7 @@ def main():
         if el >= budget or (a.steps and step >= a.steps):
             break
         frac = el / budget
-        lr = a.lr * min(1.0, (step + 1) / a.warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * frac)))
+        lr = a.lr * min(1.0, (step + 1) / a.warmup) * (a.final_lr + (1 - a.final_lr) * 0.5 * (1 + math.cos(math.pi * frac)))
         for g in opt.param_groups:
             g["lr"] = lr
         x, m = batches.next()
