@@ -40,6 +40,7 @@ typedef struct {
     const float *qkv;        /* [T][CD] conv+SiLU output (q | k | v) */
     const float *b, *a;      /* [T][HV] beta logits, decay inputs */
     const float *dtb, *ssa;  /* [HV] dt_bias, ssm_a = -exp(A_log) */
+    const float *beta, *g;   /* [T][HV] or NULL: beta and log-decay given as such (from HF, ctypes) */
 } gdn_in;
 
 static int in_cd(const gdn_in *in) { return 2 * in->HK * in->DK + in->HV * in->DV; }
@@ -60,9 +61,15 @@ static void ref_run(const gdn_in *in, int t0, int T, double *S, double *o) {
                 sq += q[i] * q[i]; sk += k[i] * k[i];
             }
             for (int i = 0; i < DK; i++) { q[i] /= sqrt(sq + 1e-6) * sqrt((double)DK); k[i] /= sqrt(sk + 1e-6); }
-            double beta = 1 / (1 + exp(-(double)in->b[t * in->HV + h]));
-            double x = (double)in->a[t * in->HV + h] + in->dtb[h];
-            double alpha = exp(in->ssa[h] * (x > 20 ? x : log1p(exp(x))));
+            double beta, alpha;
+            if (in->beta) {
+                beta = in->beta[t * in->HV + h];
+                alpha = exp((double)in->g[t * in->HV + h]);
+            } else {
+                double x = (double)in->a[t * in->HV + h] + in->dtb[h];
+                beta = 1 / (1 + exp(-(double)in->b[t * in->HV + h]));
+                alpha = exp(in->ssa[h] * (x > 20 ? x : log1p(exp(x))));
+            }
             double *Sh = S + (size_t)h * DK * DV;
             for (int j = 0; j < DV; j++) {
                 double u = 0, oo = 0;
@@ -80,6 +87,12 @@ static void ref_run(const gdn_in *in, int t0, int T, double *S, double *o) {
 static float sigmoid_e(float x) { return 1.0f / (1.0f + expf(-x)); }
 static float softplus_e(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 static float rsqrt_e(float x) { return 1.0f / sqrtf(x); }
+
+/* beta and the log-decay of token t, head h, as the kernels compute them from b and a */
+static float in_beta(const gdn_in *in, int t, int h) { return in->beta ? in->beta[t * in->HV + h] : sigmoid_e(in->b[t * in->HV + h]); }
+static float in_gate(const gdn_in *in, int t, int h) {
+    return in->g ? in->g[t * in->HV + h] : in->ssa[h] * softplus_e(in->a[t * in->HV + h] + in->dtb[h]);
+}
 
 /* warp_sum: xor butterfly 16, 8, 4, 2, 1 over 32 lane values (all lanes end equal) */
 static float warp_sum_e(float *v) {
@@ -122,8 +135,8 @@ static void emu_step(const gdn_in *in, int t0, int T, float *S, float *o) {
             float sq = warp_sumsq_e(qv, DK), sk = warp_sumsq_e(kv, DK);
             float rq = rsqrt_e(sq + 1e-6f) * rsqrt_e((float)DK), rk = rsqrt_e(sk + 1e-6f);
             for (int i = 0; i < DK; i++) { qs[i] = qv[i] * rq; ks[i] = kv[i] * rk; }
-            float beta = sigmoid_e(in->b[t * in->HV + h]);
-            float alpha = expf(in->ssa[h] * softplus_e(in->a[t * in->HV + h] + in->dtb[h]));
+            float beta = in_beta(in, t, h);
+            float alpha = expf(in_gate(in, t, h));
             float *Sh = S + (size_t)h * DK * DV;
             for (int j = 0; j < DV; j++) {
                 float up[4], op[4], vj = row[2 * QK + h * DV + j];
@@ -172,7 +185,7 @@ typedef struct {
 
 /* log-decay of row r of the chunk at t0 (0 past its end), as the prep kernel computes it */
 static float r_gate(const gdn_in *in, int t0, int c, int h, int r) {
-    return r < c ? in->ssa[h] * softplus_e(in->a[(t0 + r) * in->HV + h] + in->dtb[h]) : 0.0f;
+    return r < c ? in_gate(in, t0 + r, h) : 0.0f;
 }
 
 /* gam_i - gam_j: fp32 difference of fp32 prefix sums (the kernel), or of fp64 ones (CH_GAM64) */
@@ -190,7 +203,7 @@ static void emu_prep(const gdn_in *in, int t0, int c, int h, chunk_ws *ws) {
             qs[r * DK + i] = r < c ? in->qkv[(size_t)(t0 + r) * CD + kh * DK + i] : 0.0f;
             ks[r * DK + i] = r < c ? in->qkv[(size_t)(t0 + r) * CD + QK + kh * DK + i] : 0.0f;
         }
-        bet[r] = r < c ? sigmoid_e(in->b[(t0 + r) * in->HV + h]) : 0.0f;
+        bet[r] = r < c ? in_beta(in, t0 + r, h) : 0.0f;
         gam[r] = r_gate(in, t0, c, h, r);
     }
     for (int r = 0; r < C; r++) {
@@ -318,7 +331,45 @@ static void emu_chunk(const gdn_in *in, int t0, int T, float *S, float *o) {
         }
 }
 
-/* ------------------------------------------------------------------ cases */
+/* ------------------------------------------------------------------ entry for ctypes */
+
+/* One prefill of T tokens in calls of `call` tokens from a zero state, for gdn_kl_emu.py.
+ * which: 0 emu_step, 1 emu_chunk (variant: CH_*), 2 the fp64 recurrence (rounded to fp32 at the end).
+ * q, k: [T][H][DK] raw conv outputs (the kernels L2-normalise them), v: [T][H][DV],
+ * beta, g: [T][H]; o: [T][H][DV]; S: [H][DK][DV] final state. Returns 0, or -1 on bad shapes. */
+int gdn_emu_run(int which, int variant, int T, int H, int DK, int DV, int call, const float *q, const float *k,
+                const float *v, const float *beta, const float *g, float *o, float *S);
+int gdn_emu_run(int which, int variant, int T, int H, int DK, int DV, int call, const float *q, const float *k,
+                const float *v, const float *beta, const float *g, float *o, float *S) {
+    if (DK != DV || DK % 32 || DK > 128 || call < 1) return -1;
+    const int CD = 3 * H * DK;
+    float *qkv = malloc((size_t)T * CD * 4);
+    for (int t = 0; t < T; t++) {
+        memcpy(qkv + (size_t)t * CD, q + (size_t)t * H * DK, (size_t)H * DK * 4);
+        memcpy(qkv + (size_t)t * CD + H * DK, k + (size_t)t * H * DK, (size_t)H * DK * 4);
+        memcpy(qkv + (size_t)t * CD + 2 * H * DK, v + (size_t)t * H * DV, (size_t)H * DV * 4);
+    }
+    gdn_in in = {T, H, H, DK, DV, 0, qkv, 0, 0, 0, 0, beta, g};
+    g_variant = variant;
+    memset(S, 0, (size_t)H * DK * DV * 4);
+    if (which == 2) {
+        double *Sd = calloc((size_t)H * DK * DV, 8), *od = malloc((size_t)T * H * DV * 8);
+        ref_run(&in, 0, T, Sd, od);
+        for (size_t i = 0; i < (size_t)T * H * DV; i++) o[i] = (float)od[i];
+        for (size_t i = 0; i < (size_t)H * DK * DV; i++) S[i] = (float)Sd[i];
+        free(Sd); free(od);
+    } else {
+        for (int t0 = 0; t0 < T; t0 += call) {
+            int n = T - t0 < call ? T - t0 : call;
+            if (which) emu_chunk(&in, t0, n, S, o); else emu_step(&in, t0, n, S, o);
+        }
+    }
+    free(qkv);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ cases (the program) */
+#ifndef GDN_EMU_LIB
 
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static double urand(void) {
@@ -359,7 +410,7 @@ static void measure(const gdn_in *in, int call, int which, const double *oref, c
 /* Build inputs: conv+SiLU-like activations, per-head decay classes through A_log and dt_bias
  * (g = -exp(A_log) softplus(a + dt_bias)); corr > 0 makes consecutive keys nearly parallel. */
 static void run_case(const char *name, int T, int HK, int HV, int DK, int call, int tiled, double corr, const double *glog) {
-    gdn_in in = {T, HK, HV, DK, DK, tiled, 0, 0, 0, 0, 0};
+    gdn_in in = {T, HK, HV, DK, DK, tiled, 0, 0, 0, 0, 0, 0, 0};
     const int CD = in_cd(&in), QK = HK * DK;
     float *qkv = malloc((size_t)T * CD * 4), *b = malloc((size_t)T * HV * 4), *a = malloc((size_t)T * HV * 4);
     float dtb[8], ssa[8];
@@ -403,3 +454,4 @@ int main(int argc, char **argv) {
     run_case("DK128 T512 one call, parallel keys", 512, 2, 4, 128, 512, 0, 0.9, slow);
     return 0;
 }
+#endif
