@@ -209,16 +209,30 @@ def main():
         print(f"  {what:26} {min(ks):.2e} / {float(np.median(ks)):.2e} / {max(ks):.2e}   "
               f"{sum(k > 5e-3 for k in ks)}/{seeds}")
         sys.stdout.flush()
-    # where the mean comes from: the rows with the largest KL, unperturbed and in the worst seed
-    (m0, _), k0 = run(m16, tokens, ref, "step", act=True, rows=True)
-    ks = dist["X x(1 + 6e-8 N), step"]
+    # where the mean comes from: the rows with the largest KL and the MoE routing decisions (top-2 of 8
+    # experts) that differ from the fp32 model's, unperturbed and in the chunk run's worst seed
+    routes = {}
+    for model in (m32, m16):
+        for li, layer in enumerate(model.model.layers):
+            layer.mlp.gate.register_forward_hook(
+                lambda mod, inp, out, li=li: routes.__setitem__(li, (torch.softmax(out[0].float(), -1), out[2])))
+    run(m32, tokens, ref)
+    r32 = dict(routes)
+    ks = dist["X x(1 + 6e-8 N), chunk"]
     worst = int(np.argmax(ks))
-    (m1, _), k1 = run(m16, tokens, ref, "step", act=True, xnoise=6e-8, seed=worst, rows=True)
-    top = torch.argsort(k1, descending=True)[:6].tolist()
-    print(f"\nrows with the largest KL (step, W+A bf16): unperturbed mean {m0:.2e}, seed {worst} mean {m1:.2e}")
-    for r in top:
-        print(f"  row {r:3d}: KL {k0[r].item():.2e} -> {k1[r].item():.2e}  (share of the sum {k1[r].item() / k1.sum().item():.0%})")
-
+    for title, kw in (("step, unperturbed", {"gdn": "step"}),
+                      (f"chunk, seed {worst}", {"gdn": "chunk", "xnoise": 6e-8, "seed": worst})):
+        (mean, _), kl = run(m16, tokens, ref, act=True, rows=True, **kw)
+        top = torch.argsort(kl, descending=True)[:3].tolist()
+        print(f"\nW+A bf16, {title}: mean KL {mean:.2e}; largest rows " +
+              ", ".join(f"{r} ({kl[r].item():.3f} = {kl[r].item() / kl.sum().item():.0%} of the sum)" for r in top))
+        for li in sorted(routes):
+            (p0, i0), (_, i1) = r32[li], routes[li]
+            s0, s1 = torch.sort(i0, -1).values, torch.sort(i1, -1).values
+            for t in (s0 != s1).any(-1).nonzero().flatten().tolist():
+                ps = torch.sort(p0[t], descending=True).values
+                print(f"  layer {li} row {t:3d}: experts {s0[t].tolist()} -> {s1[t].tolist()} (fp32 router p, 2nd "
+                      f"{ps[1]:.4f} vs 3rd {ps[2]:.4f}); row KL {kl[t].item():.3f}")
 
 if __name__ == "__main__":
     main()
