@@ -126,6 +126,7 @@ struct errs { double o_rel, o_max, s_rel, cls[4]; };
 template <int DK> static errs run_kernel(gdn_case &c, bool chunked, int call, const std::vector<double> &oref, const std::vector<double> &Sref) {
     CK(cudaMemset(c.d_S, 0, (size_t)c.HV * DK * c.DV * 4));
     for (int t0 = 0; t0 < c.T; t0 += call) launch<DK>(c, chunked, t0, std::min(call, c.T - t0));
+    CK(cudaGetLastError()); /* a launch refused (shared memory, grid) shows here, not at the sync */
     CK(cudaDeviceSynchronize());
     std::vector<float> o((size_t)c.T * c.HV * c.DV), S((size_t)c.HV * DK * c.DV);
     CK(cudaMemcpy(o.data(), c.d_o, o.size() * 4, cudaMemcpyDeviceToHost));
