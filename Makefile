@@ -5,6 +5,7 @@
 #   make fuzz         libFuzzer targets for every parser (clang), in build-fuzz/
 #   make test-gpu     GPU tests (on a machine with an NVIDIA GPU)
 #   make lab          the kernel lab, build/lab/* (dev/kernels; run them on a GPU)
+#   make gdn-emu      CPU emulation of the CUDA GDN scans' rounding (build/dev/gdn_chunk_emu)
 #   make CUDA=0       force a CPU-only build; CUARCH=... overrides the CUDA targets
 
 CC      ?= cc
@@ -47,7 +48,7 @@ endif
 TEST_SRC := $(wildcard tests/test_*.c)
 TEST_BIN := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 
-.PHONY: all test test-gpu fuzz clean bench bench-cpu bench-quant bench-privacy setup run lab
+.PHONY: all test test-gpu fuzz clean bench bench-cpu bench-quant bench-privacy setup run lab gdn-emu
 all: $(BUILD)/lilac $(BUILD)/liblilac.a
 
 $(BUILD)/liblilac.a: $(LIB_OBJ) $(CU_OBJ)
@@ -124,6 +125,12 @@ lab: $(LAB_BIN)
 $(BUILD)/lab/%: dev/kernels/%.cu dev/kernels/*.cuh src/backend/cuda/*.cuh
 	@mkdir -p $(@D)
 	$(NVCC) -O3 -std=c++17 -Isrc $(CUARCH) -lineinfo --expt-relaxed-constexpr -o $@ $<
+
+# CPU emulation of the CUDA GDN prefill scans' rounding vs fp64 (runs anywhere: build/dev/gdn_chunk_emu)
+gdn-emu: $(BUILD)/dev/gdn_chunk_emu
+$(BUILD)/dev/gdn_chunk_emu: dev/kernels/gdn_chunk_emu.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -o $@ $< -lm
 
 # ---- fuzzing (clang + libFuzzer); each target in tests/fuzz/fuzz_*.c
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)

@@ -14,7 +14,11 @@
  *       Vn = U - W S;   O = Q_dec S + P Vn;   S = lambda S + K_dec^T Vn.
  *
  * All arithmetic is fp32 (the state semantics of the token-serial k_gdn_step are kept; the chunked
- * form is the same recurrence reassociated). Every exponent is <= 0 (gam is a running sum of
+ * form is the same recurrence reassociated) except the prefix sums gam, which are fp64: in a strongly
+ * decaying head gam reaches -64 |g| within a chunk, and e^(gam_i - gam_j) from fp32 prefix sums
+ * carries an absolute exponent error of ~|gam| 2^-24 (1e-5 at gam = -200: a 1e-5 relative error in
+ * a decay factor the token-serial scan gets to 1e-7; dev/kernels/gdn_chunk_emu.c measures it). The
+ * differences are taken in fp64 and rounded once. Every exponent is <= 0 (gam is a running sum of
  * non-positive log-decays and only differences gam_i - gam_j with j <= i are exponentiated), so
  * nothing overflows; rows past the end of a partial last chunk are zero (beta = 0, g = 0), which
  * leaves the state and the real rows unchanged.
@@ -54,7 +58,7 @@ struct gdn_chunk_args {
 };
 
 template <int DK> static inline size_t gdn_prep_smem_bytes() {
-    return (size_t)(2 * GDN_CC * (DK + 4) + GDN_CC * (GDN_CC + 4) + 4 * GDN_CC) * 4;
+    return (size_t)(2 * GDN_CC * (DK + 4) + GDN_CC * (GDN_CC + 4) + 4 * GDN_CC) * 4 + GDN_CC * sizeof(double);
 }
 
 /* MB: blocks per SM the register allocation must allow (2: 128 registers, a few spills of the
@@ -67,8 +71,10 @@ __global__ void __launch_bounds__(256, MB) k_gdn_chunk_prep(const gdn_chunk_args
     float *ks = qs + C * LD;             /* [C][LD] k^ */
     float *As = ks + C * LD;             /* [C][LA] strict-lower A */
     float *bet = As + C * LA;            /* [C] */
-    float *gam = bet + C;                /* [C] prefix sums of g */
+    float *gam = bet + C;                /* [C] g, then its prefix sums rounded to fp32 */
     float *rq = gam + C, *rk = rq + C;   /* [C] row norm factors */
+    double *gamd = (double *)(rk + C);   /* [C] prefix sums of g in fp64 (8-byte aligned: every
+                                          * block above is a multiple of 4 floats) */
     const int n = blockIdx.x, h = blockIdx.y, tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
     const int t0 = n * C, c = min(C, g.T - t0), nch = gridDim.x;
     const int r = g.HV / g.HK, kh = g.tiled ? h % g.HK : h / r;
@@ -105,17 +111,19 @@ __global__ void __launch_bounds__(256, MB) k_gdn_chunk_prep(const gdn_chunk_args
         for (int i = lane; i < DK; i += 32) { qs[row * LD + i] *= fq; ks[row * LD + i] *= fk; }
         if (lane == 0) { rq[row] = fq; rk[row] = fk; }
     }
-    /* prefix sum of g over the chunk (warp 0: lanes hold rows lane and lane + 32) */
+    /* prefix sum of g over the chunk in fp64 (warp 0: lanes hold rows lane and lane + 32) */
     if (w == 0) {
-        float x0 = gam[lane], x1 = gam[lane + 32];
+        double x0 = gam[lane], x1 = gam[lane + 32];
 #pragma unroll
         for (int o = 1; o < 32; o <<= 1) {
-            float y0 = __shfl_up_sync(0xffffffffu, x0, o), y1 = __shfl_up_sync(0xffffffffu, x1, o);
+            double y0 = __shfl_up_sync(0xffffffffu, x0, o), y1 = __shfl_up_sync(0xffffffffu, x1, o);
             if (lane >= o) { x0 += y0; x1 += y1; }
         }
         x1 += __shfl_sync(0xffffffffu, x0, 31);
-        gam[lane] = x0;
-        gam[lane + 32] = x1;
+        gamd[lane] = x0;
+        gamd[lane + 32] = x1;
+        gam[lane] = (float)x0;
+        gam[lane + 32] = (float)x1;
     }
     __syncthreads();
     /* K K^T and Q K^T, 4 x 4 outputs per thread: rows i = ti + 16 a, columns j = tj + 16 b */
@@ -143,7 +151,7 @@ __global__ void __launch_bounds__(256, MB) k_gdn_chunk_prep(const gdn_chunk_args
 #pragma unroll
             for (int bb = 0; bb < 4; bb++) {
                 int i = ti + 16 * aa, j = tj + 16 * bb;
-                float dec = j <= i ? expf(gam[i] - gam[j]) : 0.0f;
+                float dec = j <= i ? expf((float)(gamd[i] - gamd[j])) : 0.0f;
                 As[i * LA + j] = j < i ? bet[i] * kk[aa][bb] * dec : 0.0f;
                 Pn[i * C + j] = qk[aa][bb] * dec;
             }
@@ -151,7 +159,7 @@ __global__ void __launch_bounds__(256, MB) k_gdn_chunk_prep(const gdn_chunk_args
     if (tid < C && tid < c) {
         long t = (long)h * g.T + t0 + tid;
         g.ws.fq[t] = rq[tid] * expf(gam[tid]);
-        g.ws.fk[t] = rk[tid] * expf(gam[c - 1] - gam[tid]);
+        g.ws.fk[t] = rk[tid] * expf((float)(gamd[c - 1] - gamd[tid]));
     }
     if (tid == 0) g.ws.lam[(long)h * nch + n] = expf(gam[c - 1]);
     __syncthreads();
