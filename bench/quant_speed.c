@@ -14,7 +14,7 @@
  *
  *   build/bench/quant_speed [--mib N] [--reps R] [--cols C] [--types q4_K,q6_K,...] [--levels scalar,avx2,avx512]
  *                           [--threads N]
- *   build/bench/quant_speed --rmse     (quality instead of speed, see print_rmse)
+ *   build/bench/quant_speed --rmse [--levels L]    (quality instead of speed, see print_rmse)
  */
 #include <math.h>
 #include <stdio.h>
@@ -115,6 +115,7 @@ static int cmp_dbl(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     int64_t mib = 32, reps = 5, cols = 2048, threads = 1;
+    int rmse = 0;
     const char *types = "q4_K,q5_K,q6_K,q8_0", *want = "scalar,avx2,avx512";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--mib") && i + 1 < argc) mib = atoll(argv[++i]);
@@ -123,7 +124,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--types") && i + 1 < argc) types = argv[++i];
         else if (!strcmp(argv[i], "--levels") && i + 1 < argc) want = argv[++i];
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoll(argv[++i]);
-        else if (!strcmp(argv[i], "--rmse")) return print_rmse();
+        else if (!strcmp(argv[i], "--rmse")) rmse = 1;
         else {
             fprintf(stderr, "usage: %s [--mib N] [--reps R] [--cols C] [--types q4_K,q6_K,...] [--levels scalar,avx2,avx512] [--threads N] | --rmse\n", argv[0]);
             return 2;
@@ -132,6 +133,10 @@ int main(int argc, char **argv) {
     if (mib < 1 || reps < 1 || reps > 99 || cols < 256 || cols % 256 || threads < 1 || threads > 256) {
         fprintf(stderr, "quant_speed: need --mib >= 1, 1 <= --reps <= 99, --cols a multiple of 256, 1 <= --threads <= 256\n");
         return 2;
+    }
+    if (rmse) { /* at the one level named by --levels, else the best this CPU has */
+        if (strchr(want, ',') == NULL && quant_force_simd(want) != 0) { fprintf(stderr, "quant_speed: no level %s here\n", want); return 2; }
+        return print_rmse();
     }
     int64_t rows = LL_MAX(1, (mib << 20) / (cols * 2));
     uint16_t *src = ll_malloc((size_t)(rows * cols) * 2);   /* [rows, cols] bf16 */

@@ -808,12 +808,12 @@ T_AVX2 static inline void q6_transpose(const float *x, int j0, float *xt, int w,
     for (int i0 = 0; i0 < 16; i0 += 8) tr8x8(x + 16 * j0 + i0, 16, xt + i0 * w + off, (size_t)w);
 }
 
-/* 32 rounded codes as bytes: quant_rint_clamp(v[e] / ds + (bias), lo, hi) + add, for the 32
- * floats at x, where v = x + dm (K4) or x (Q6_K: ds0 for the first 16, ds1 for the rest). */
-T_AVX2 static inline __m256i codes32(const float *x, __m256 dm, __m256 ds0, __m256 ds1, __m256 lo, __m256 hi, __m256i add) {
+/* 32 rounded codes as bytes: quant_rint_clamp(v[e] * id, lo, hi) + add, for the 32 floats at
+ * x, where v = x + dm (K4) or x (Q6_K: id0 for the first 16, id1 for the rest), id = 1 / ds. */
+T_AVX2 static inline __m256i codes32(const float *x, __m256 dm, __m256 id0, __m256 id1, __m256 lo, __m256 hi, __m256i add) {
     __m256i c[4];
     for (int k = 0; k < 4; k++) {
-        __m256 v = _mm256_div_ps(_mm256_add_ps(_mm256_loadu_ps(x + 8 * k), dm), k < 2 ? ds0 : ds1);
+        __m256 v = _mm256_mul_ps(_mm256_add_ps(_mm256_loadu_ps(x + 8 * k), dm), k < 2 ? id0 : id1);
         v = _mm256_max_ps(_mm256_min_ps(v, hi), lo);
         c[k] = _mm256_add_epi32(_mm256_cvtps_epi32(v), add); /* round to nearest even (MXCSR default), as the reference */
     }
@@ -830,8 +830,8 @@ T_AVX2 static inline void k4_finish(const float *x, const float s[8], const floa
     for (int j = 0; j < 8; j++) {
         __m256i c = _mm256_setzero_si256();
         if (ds[j] > 0) {
-            __m256 vds = _mm256_set1_ps(ds[j]);
-            c = codes32(x + 32 * j, _mm256_set1_ps(dm[j]), vds, vds, lo, hi, _mm256_setzero_si256());
+            __m256 vid = _mm256_set1_ps(quant_recip(ds[j]));
+            c = codes32(x + 32 * j, _mm256_set1_ps(dm[j]), vid, vid, lo, hi, _mm256_setzero_si256());
         }
         _mm256_storeu_si256((__m256i *)(q + 32 * j), c);
     }
@@ -870,12 +870,13 @@ T_AVX2 static inline void q6k_finish(const float *x, const float s[16], ll_block
     __m256i q[8];
     for (int g = 0; g < 8; g++) { /* 32 elements, scale groups 2g and 2g+1 */
         if (ds[2 * g] != 0 && ds[2 * g + 1] != 0) {
-            q[g] = codes32(x + 32 * g, zero, _mm256_set1_ps(ds[2 * g]), _mm256_set1_ps(ds[2 * g + 1]), lo, hi, add);
+            q[g] = codes32(x + 32 * g, zero, _mm256_set1_ps(quant_recip(ds[2 * g])), _mm256_set1_ps(quant_recip(ds[2 * g + 1])), lo,
+                           hi, add);
         } else { /* a zero scale: codes 32 for that half, as the reference (rare: keep it simple) */
             uint8_t t[32];
             for (int l = 0; l < 32; l++) {
                 float d = ds[2 * g + l / 16];
-                t[l] = (uint8_t)((d != 0 ? quant_rint_clamp(x[32 * g + l] / d, -32, 31) : 0) + 32);
+                t[l] = (uint8_t)((d != 0 ? quant_rint_clamp(x[32 * g + l] * quant_recip(d), -32, 31) : 0) + 32);
             }
             q[g] = _mm256_loadu_si256((const __m256i *)t);
         }
@@ -894,61 +895,8 @@ T_AVX2 static inline void q6k_finish(const float *x, const float s[16], ll_block
     }
 }
 
-/* quant_affine_err (quant_ref.c) for 2 x 4 lanes in double, the same operations in the same
- * order; and the masked "err < best" update, returned as an 8-lane float mask. */
-T_AVX2 static inline void avx2_affine_err(__m256 s, __m256 b, __m256 sq, __m256 sqq, __m256 sqx, __m256 sx, __m256 sxx, __m256d e[2]) {
-    for (int h = 0; h < 2; h++) {
-#define LO_HI(v) (h ? _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)) : _mm256_cvtps_pd(_mm256_castps256_ps128(v)))
-        __m256d S = LO_HI(s), B = LO_HI(b);
-        __m256d quad = _mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(_mm256_mul_pd(S, S), LO_HI(sqq)),
-                                                   _mm256_mul_pd(_mm256_mul_pd(_mm256_set1_pd(2.0), _mm256_mul_pd(S, B)), LO_HI(sq))),
-                                     _mm256_mul_pd(_mm256_set1_pd(32.0), _mm256_mul_pd(B, B)));
-        __m256d lin = _mm256_add_pd(_mm256_mul_pd(S, LO_HI(sqx)), _mm256_mul_pd(B, LO_HI(sx)));
-        e[h] = _mm256_add_pd(_mm256_sub_pd(quad, _mm256_mul_pd(_mm256_set1_pd(2.0), lin)), LO_HI(sxx));
-#undef LO_HI
-    }
-}
-
-T_AVX2 static inline __m256 avx2_err_update(__m256 ok, const __m256d e[2], __m256d best[2]) {
-    int bits = 0;
-    for (int h = 0; h < 2; h++) {
-        __m256d lt = _mm256_cmp_pd(e[h], best[h], _CMP_LT_OQ);
-        __m256d okd = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(h ? _mm256_extractf128_si256(_mm256_castps_si256(ok), 1)
-                                                                    : _mm256_castsi256_si128(_mm256_castps_si256(ok))));
-        __m256d upd = _mm256_and_pd(lt, okd);
-        best[h] = _mm256_blendv_pd(best[h], e[h], upd);
-        bits |= _mm256_movemask_pd(upd) << (4 * h);
-    }
-    const __m256i lane = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
-    return _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(bits), lane), lane));
-}
-
-T_AVX512 static inline void avx512_affine_err(__m512 s, __m512 b, __m512 sq, __m512 sqq, __m512 sqx, __m512 sx, __m512 sxx, __m512d e[2]) {
-    for (int h = 0; h < 2; h++) {
-#define LO_HI(v) _mm512_cvtps_pd(h ? _mm256_castsi256_ps(_mm512_extracti64x4_epi64(_mm512_castps_si512(v), 1)) : _mm512_castps512_ps256(v))
-        __m512d S = LO_HI(s), B = LO_HI(b);
-        __m512d quad = _mm512_add_pd(_mm512_add_pd(_mm512_mul_pd(_mm512_mul_pd(S, S), LO_HI(sqq)),
-                                                   _mm512_mul_pd(_mm512_mul_pd(_mm512_set1_pd(2.0), _mm512_mul_pd(S, B)), LO_HI(sq))),
-                                     _mm512_mul_pd(_mm512_set1_pd(32.0), _mm512_mul_pd(B, B)));
-        __m512d lin = _mm512_add_pd(_mm512_mul_pd(S, LO_HI(sqx)), _mm512_mul_pd(B, LO_HI(sx)));
-        e[h] = _mm512_add_pd(_mm512_sub_pd(quad, _mm512_mul_pd(_mm512_set1_pd(2.0), lin)), LO_HI(sxx));
-#undef LO_HI
-    }
-}
-
-T_AVX512 static inline __mmask16 avx512_err_update(__mmask16 ok, const __m512d e[2], __m512d best[2]) {
-    __mmask8 u0 = _mm512_mask_cmp_pd_mask((__mmask8)(ok & 0xff), e[0], best[0], _CMP_LT_OQ);
-    __mmask8 u1 = _mm512_mask_cmp_pd_mask((__mmask8)(ok >> 8), e[1], best[1], _CMP_LT_OQ);
-    best[0] = _mm512_mask_blend_pd(u0, best[0], e[0]);
-    best[1] = _mm512_mask_blend_pd(u1, best[1], e[1]);
-    return (__mmask16)(u0 | (u1 << 8));
-}
-
 /* ---- the fits, 8 lanes (AVX2) */
 #define KF_W 8
-#define VD __m256d
-#define KF_ERR(s, b, sq, sqq, sqx, sx, sxx, e) avx2_affine_err(s, b, sq, sqq, sqx, sx, sxx, e)
-#define KF_UPD(ok, e, best) avx2_err_update(ok, e, best)
 #define KF_FN(name) T_AVX2 static void avx2_##name
 #define VF __m256
 #define VM __m256
@@ -959,6 +907,7 @@ T_AVX512 static inline __mmask16 avx512_err_update(__mmask16 ok, const __m512d e
 #define V_ADD(a, b) _mm256_add_ps(a, b)
 #define V_SUB(a, b) _mm256_sub_ps(a, b)
 #define V_MUL(a, b) _mm256_mul_ps(a, b)
+#define V_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
 #define V_DIV(a, b) _mm256_div_ps(a, b)
 #define V_MIN(a, b) _mm256_min_ps(a, b) /* a < b ? a : b, as quant_minf */
 #define V_MAX(a, b) _mm256_max_ps(a, b) /* a > b ? a : b, as quant_maxf */
@@ -975,9 +924,7 @@ T_AVX512 static inline __mmask16 avx512_err_update(__mmask16 ok, const __m512d e
 #define V_ANY(m) (_mm256_movemask_ps(m) != 0)
 #include "quant_x86_kfit.h"
 #undef KF_W
-#undef VD
-#undef KF_ERR
-#undef KF_UPD
+#undef V_FMA
 #undef KF_FN
 #undef VF
 #undef VM
@@ -1005,9 +952,6 @@ T_AVX512 static inline __mmask16 avx512_err_update(__mmask16 ok, const __m512d e
 
 /* ---- the fits, 16 lanes (AVX-512) */
 #define KF_W 16
-#define VD __m512d
-#define KF_ERR(s, b, sq, sqq, sqx, sx, sxx, e) avx512_affine_err(s, b, sq, sqq, sqx, sx, sxx, e)
-#define KF_UPD(ok, e, best) avx512_err_update(ok, e, best)
 #define KF_FN(name) T_AVX512 static void avx512_##name
 #define VF __m512
 #define VM __mmask16
@@ -1018,6 +962,7 @@ T_AVX512 static inline __mmask16 avx512_err_update(__mmask16 ok, const __m512d e
 #define V_ADD(a, b) _mm512_add_ps(a, b)
 #define V_SUB(a, b) _mm512_sub_ps(a, b)
 #define V_MUL(a, b) _mm512_mul_ps(a, b)
+#define V_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
 #define V_DIV(a, b) _mm512_div_ps(a, b)
 #define V_MIN(a, b) _mm512_min_ps(a, b)
 #define V_MAX(a, b) _mm512_max_ps(a, b)
@@ -1034,9 +979,7 @@ T_AVX512 static inline __mmask16 avx512_err_update(__mmask16 ok, const __m512d e
 #define V_ANY(m) ((m) != 0)
 #include "quant_x86_kfit.h"
 #undef KF_W
-#undef VD
-#undef KF_ERR
-#undef KF_UPD
+#undef V_FMA
 #undef KF_FN
 #undef VF
 #undef VM
@@ -1070,7 +1013,7 @@ T_AVX2 static void avx2_quant_q4_K(const float *src, void *dst, int64_t n) {
     ll_block_q4_K *b = dst;
     for (int64_t i = 0; i < n / LL_QK_K; i++, src += LL_QK_K) {
         k4_transpose(src, xt, 8, 0);
-        avx2_fit_affine(xt, 15.0f, s, m);
+        avx2_fit_affine(xt, 15, s, m);
         k4_finish(src, s, m, 15, &b[i].d, &b[i].dmin, b[i].scales, q);
         q4k_pack(q, &b[i]);
     }
@@ -1082,7 +1025,7 @@ T_AVX2 static void avx2_quant_q5_K(const float *src, void *dst, int64_t n) {
     ll_block_q5_K *b = dst;
     for (int64_t i = 0; i < n / LL_QK_K; i++, src += LL_QK_K) {
         k4_transpose(src, xt, 8, 0);
-        avx2_fit_affine(xt, 31.0f, s, m);
+        avx2_fit_affine(xt, 31, s, m);
         k4_finish(src, s, m, 31, &b[i].d, &b[i].dmin, b[i].scales, q);
         q5k_pack(q, &b[i]);
     }
@@ -1109,7 +1052,7 @@ T_AVX512 static void avx512_quant_k4(const float *src, uint8_t *dst, int64_t n, 
         const float *x = src + i * LL_QK_K;
         k4_transpose(x, xt, 16, 0);
         k4_transpose(x + LL_QK_K, xt, 16, 8);
-        avx512_fit_affine(xt, (float)nmax, s, m);
+        avx512_fit_affine(xt, nmax, s, m);
         for (int h = 0; h < 2; h++) {
             const float *xh = x + h * LL_QK_K;
             if (nmax == 15) {
