@@ -771,8 +771,8 @@ T_VNNI static float avx512_dot_bf16(const void *row, const float *x, int64_t n) 
  *
  * Weight-row quantizers for Q4_K, Q5_K, Q6_K (sub-block fits in quant_x86_kfit.h, one sub-block
  * per lane) and Q8_0, bit-identical to quant_ref.c: the fits repeat the reference's operations
- * lane by lane, the super-block scales go through the reference's own quant_k4_pack_scales /
- * quant_q6_pack_scales, and the codes are the same element-wise IEEE divisions and roundings.
+ * lane by lane, the super-block scales repeat quant_k4_pack_scales / quant_q6_pack_scales on
+ * vectors, and the codes are the same element-wise IEEE products and roundings.
  * AVX-512 fits 16 sub-blocks at a time (two Q4_K/Q5_K blocks, or one Q6_K block).
  */
 
@@ -821,11 +821,80 @@ T_AVX2 static inline __m256i codes32(const float *x, __m256 dm, __m256 id0, __m2
     return _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
+/* The largest of 8 floats, NaN and values <= 0 counted as +0: the reference's fold
+ * m = quant_maxf(v[j], m) from m = 0, which is order-free once those lanes are +0. */
+T_AVX2 static inline float hmax_pos(__m256 v) {
+    v = _mm256_max_ps(v, _mm256_setzero_ps()); /* v > 0 ? v : +0 (NaN -> +0) */
+    __m128 a = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    a = _mm_max_ps(a, _mm_movehl_ps(a, a));
+    return _mm_cvtss_f32(_mm_max_ss(a, _mm_movehdup_ps(a)));
+}
+
+/* quant_rint_clamp on 8 lanes: clamp (minps, maxps as quant_minf / quant_maxf), round by the
+ * magic constant, convert (exact: whole numbers) */
+T_AVX2 static inline __m256i rint_clamp8(__m256 v, float lo, float hi) {
+    const __m256 magic = _mm256_set1_ps(QUANT_MAGIC);
+    v = _mm256_max_ps(_mm256_min_ps(v, _mm256_set1_ps(hi)), _mm256_set1_ps(lo));
+    return _mm256_cvttps_epi32(_mm256_sub_ps(_mm256_add_ps(v, magic), magic));
+}
+
+/* quant_k4_pack_scales (quant_ref.c) with the 16 divisions and roundings on vectors; the same
+ * operations, so the same bytes. */
+T_AVX2 static inline void k4_pack_scales(const float s[8], const float m[8], uint16_t *d_out, uint16_t *dmin_out,
+                                         uint8_t scales[12], float ds[8], float dm[8]) {
+    __m256 vs = _mm256_loadu_ps(s), vm = _mm256_loadu_ps(m);
+    *d_out = ll_f32_to_f16(hmax_pos(vs) / 63.0f);
+    *dmin_out = ll_f32_to_f16(hmax_pos(vm) / 63.0f);
+    float d = ll_f16_to_f32(*d_out), dmin = ll_f16_to_f32(*dmin_out);
+    __m256i isc = _mm256_setzero_si256(), imn = _mm256_setzero_si256();
+    if (d > 0) isc = rint_clamp8(_mm256_div_ps(vs, _mm256_set1_ps(d)), 0.0f, 63.0f);
+    if (dmin > 0) imn = rint_clamp8(_mm256_div_ps(vm, _mm256_set1_ps(dmin)), 0.0f, 63.0f);
+    _mm256_storeu_ps(ds, _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isc)));
+    _mm256_storeu_ps(dm, _mm256_mul_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(imn)));
+    int32_t sc[8], mn[8];
+    _mm256_storeu_si256((__m256i *)sc, isc);
+    _mm256_storeu_si256((__m256i *)mn, imn);
+    for (int j = 0; j < 4; j++) { /* inverse of quant_k4_scales */
+        scales[j] = (uint8_t)((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
+        scales[j + 4] = (uint8_t)((mn[j] & 63) | ((mn[j + 4] >> 4) << 6));
+        scales[j + 8] = (uint8_t)((sc[j + 4] & 0xf) | ((mn[j + 4] & 0xf) << 4));
+    }
+}
+
+/* quant_q6_pack_scales on vectors: the first scale of largest magnitude (NaN never wins), its
+ * fp16 d, then the 16 int8 scales. */
+T_AVX2 static inline void q6_pack_scales(const float s[16], ll_block_q6_K *b, float ds[16]) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 v0 = _mm256_loadu_ps(s), v1 = _mm256_loadu_ps(s + 8);
+    __m256 a0 = _mm256_andnot_ps(sign, v0), a1 = _mm256_andnot_ps(sign, v1);
+    float amax = LL_MAX(hmax_pos(a0), hmax_pos(a1)); /* NaN lanes count as 0, as they never win */
+    float smax = 0;
+    if (amax > 0) {
+        __m256 m = _mm256_set1_ps(amax);
+        unsigned bits = (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(a0, m, _CMP_EQ_OQ)) |
+                        ((unsigned)_mm256_movemask_ps(_mm256_cmp_ps(a1, m, _CMP_EQ_OQ)) << 8);
+        smax = s[__builtin_ctz(bits)];
+    }
+    b->d = ll_f32_to_f16(smax / -128.0f);
+    float d = ll_f16_to_f32(b->d);
+    __m256i q0 = _mm256_setzero_si256(), q1 = _mm256_setzero_si256();
+    if (d != 0) {
+        __m256 vd = _mm256_set1_ps(d);
+        q0 = rint_clamp8(_mm256_div_ps(v0, vd), -128.0f, 127.0f);
+        q1 = rint_clamp8(_mm256_div_ps(v1, vd), -128.0f, 127.0f);
+    }
+    _mm256_storeu_ps(ds, _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(q0)));
+    _mm256_storeu_ps(ds + 8, _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(q1)));
+    __m128i p = _mm_packs_epi16(_mm_packs_epi32(_mm256_castsi256_si128(q0), _mm256_extracti128_si256(q0, 1)),
+                                _mm_packs_epi32(_mm256_castsi256_si128(q1), _mm256_extracti128_si256(q1, 1)));
+    _mm_storeu_si128((__m128i *)b->scales, p);
+}
+
 /* Codes of one K4 block after its fits: q[256] (bytes 0..nmax), and the scale field. */
 T_AVX2 static inline void k4_finish(const float *x, const float s[8], const float m[8], int nmax, uint16_t *d, uint16_t *dmin,
                                     uint8_t scales[12], uint8_t q[256]) {
     float ds[8], dm[8];
-    quant_k4_pack_scales(s, m, d, dmin, scales, ds, dm);
+    k4_pack_scales(s, m, d, dmin, scales, ds, dm);
     const __m256 lo = _mm256_setzero_ps(), hi = _mm256_set1_ps((float)nmax);
     for (int j = 0; j < 8; j++) {
         __m256i c = _mm256_setzero_si256();
@@ -864,7 +933,7 @@ T_AVX2 static inline void q5k_pack(const uint8_t q[256], ll_block_q5_K *b) {
 /* Q6_K codes (0..63) and packing after the 16 fits. */
 T_AVX2 static inline void q6k_finish(const float *x, const float s[16], ll_block_q6_K *b) {
     float ds[16];
-    quant_q6_pack_scales(s, b, ds);
+    q6_pack_scales(s, b, ds);
     const __m256 lo = _mm256_set1_ps(-32.0f), hi = _mm256_set1_ps(31.0f), zero = _mm256_setzero_ps();
     const __m256i add = _mm256_set1_epi32(32), m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x03);
     __m256i q[8];
@@ -1095,7 +1164,7 @@ T_AVX2 static void avx2_quant_q8_0(const float *src, void *dst, int64_t n) {
         __m256 v[4], am = _mm256_setzero_ps();
         for (int k = 0; k < 4; k++) {
             v[k] = _mm256_loadu_ps(src + 8 * k);
-            am = _mm256_max_ps(am, _mm256_andnot_ps(sign, v[k]));
+            am = _mm256_max_ps(_mm256_andnot_ps(sign, v[k]), am); /* NaN -> am, as fmaxf skips it */
         }
         __m128 a = _mm_max_ps(_mm256_castps256_ps128(am), _mm256_extractf128_ps(am, 1));
         a = _mm_max_ps(a, _mm_movehl_ps(a, a));

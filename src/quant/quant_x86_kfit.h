@@ -80,15 +80,17 @@ KF_FN(fit_affine)(const float *xt, int nmax, float *s_out, float *m_out) {
 #define KF_PASS(c_, CLAMP_)                                                           \
     do {                                                                              \
         const VF cv = (c_);                                                           \
-        VF sqa = zero, sqb = zero, sqqa = zero, sqqb = zero;                          \
+        VF sqa = zero, sqb = zero, sqc = zero, sqd = zero;                            \
+        VF sqqa = zero, sqqb = zero, sqqc = zero, sqqd = zero;                        \
         p0 = p1 = p2 = p3 = zero;                                                     \
         for (int i = 0; i < 32; i += 4) {                                             \
             KF_CODE(i, p0, sqa, sqqa, CLAMP_);                                        \
             KF_CODE(i + 1, p1, sqb, sqqb, CLAMP_);                                    \
-            KF_CODE(i + 2, p2, sqa, sqqa, CLAMP_);                                    \
-            KF_CODE(i + 3, p3, sqb, sqqb, CLAMP_);                                    \
+            KF_CODE(i + 2, p2, sqc, sqqc, CLAMP_);                                    \
+            KF_CODE(i + 3, p3, sqd, sqqd, CLAMP_);                                    \
         }                                                                             \
-        sq = V_ADD(sqa, sqb), sqq = V_ADD(sqqa, sqqb), sqx = KF_SUM4(p0, p1, p2, p3); \
+        sq = KF_SUM4(sqa, sqb, sqc, sqd), sqq = KF_SUM4(sqqa, sqqb, sqqc, sqqd);      \
+        sqx = KF_SUM4(p0, p1, p2, p3);                                                \
     } while (0)
     /* quant_affine_score, lane-masked */
 #define KF_SCORE(c_)                                                                                 \
@@ -165,14 +167,15 @@ KF_FN(fit_symmetric)(const float *xt, int nmax, float *s_out) {
 #define KF_PASS(c_, CLAMP_)                                     \
     do {                                                        \
         const VF cv = (c_);                                     \
-        VF sqqa = zero, sqqb = zero, p0 = zero, p1 = zero, p2 = zero, p3 = zero; \
+        VF sqqa = zero, sqqb = zero, sqqc = zero, sqqd = zero;  \
+        VF p0 = zero, p1 = zero, p2 = zero, p3 = zero;          \
         for (int i = 0; i < 16; i += 4) {                       \
             KF_SYM(i, p0, sqqa, CLAMP_);                        \
             KF_SYM(i + 1, p1, sqqb, CLAMP_);                    \
-            KF_SYM(i + 2, p2, sqqa, CLAMP_);                    \
-            KF_SYM(i + 3, p3, sqqb, CLAMP_);                    \
+            KF_SYM(i + 2, p2, sqqc, CLAMP_);                    \
+            KF_SYM(i + 3, p3, sqqd, CLAMP_);                    \
         }                                                       \
-        sqq = V_ADD(sqqa, sqqb), sqx = KF_SUM4(p0, p1, p2, p3); \
+        sqq = KF_SUM4(sqqa, sqqb, sqqc, sqqd), sqx = KF_SUM4(p0, p1, p2, p3); \
     } while (0)
 #define KF_SCORE(c_)                                                                   \
     do {                                                                               \
