@@ -48,8 +48,8 @@ static inline int quant_rint_clamp(float v, float lo, float hi) {
 /* The K-quant scale searches (quant_fit_affine / quant_fit_symmetric in quant_ref.c, vectorized in
  * quant_x86_kfit.h): candidate code ranges c = nmax + QUANT_FIT_STEP * k for |k| <= QUANT_FIT_HALF
  * (scale = range / c), then the best one's neighbours c -+ QUANT_FIT_STEP / 2. */
-#define QUANT_FIT_HALF 5
-#define QUANT_FIT_STEP 0.2f
+#define QUANT_FIT_HALF 3
+#define QUANT_FIT_STEP 0.34f
 static inline float quant_fit_cand(int nmax, int k) { return (float)nmax + QUANT_FIT_STEP * (float)k; }
 
 /* Q4_K / Q5_K: quantizes the 8 sub-block fits (scales s[j] >= 0, mins m[j] >= 0) to 6 bits

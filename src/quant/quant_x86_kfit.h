@@ -8,7 +8,7 @@
  *   V_*          the operations below, each one IEEE operation per lane (V_FMA: one rounding)
  *
  * Why lanes = sub-blocks: the reference fit is a long chain of scalar decisions per sub-block
- * (13 candidate scales, each a rounding pass with its sums and a score, kept if best). Running
+ * (9 candidate scales, each a rounding pass with its sums and a score, kept if best). Running
  * W sub-blocks side by side turns every scalar operation into the same operation on a vector,
  * with the reference's branches (constant sub-blocks, invalid candidates, the m >= 0 refit) as
  * lane masks; each lane then performs exactly the reference's operations in the reference's
