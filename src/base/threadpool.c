@@ -3,6 +3,7 @@
 #include "threadpool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <unistd.h>
 
@@ -95,5 +96,9 @@ void ll_pool_run(ll_pool *p, ll_pool_fn fn, void *ctx) {
     pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
     fn(ctx, 0, p->n);
-    while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) {}
+    /* Spin (decode's regions are short), but yield the core once the wait gets long: on a loaded
+     * machine the worker we wait for may be the one descheduled, and a caller spinning a whole
+     * time slice only delays it (and any other thread of ours, e.g. convert's writer). */
+    for (unsigned spins = 0; atomic_load_explicit(&p->pending, memory_order_acquire) > 0;)
+        if (++spins >= 20000) { sched_yield(); spins = 0; }
 }

@@ -550,6 +550,14 @@ static int64_t src_row(const out_tensor *t, const qwen_hparams *hp, int64_t r) {
     return t->perm_off + grouped_of(hp, u / t->perm_dim) * t->perm_dim + u % t->perm_dim;
 }
 
+/* The source bytes of output row r (not for t->f32 tensors). */
+static const uint8_t *src_row_ptr(const out_tensor *t, const qwen_hparams *hp, int64_t r, const ll_mat **m_out) {
+    int64_t per = t->mats[0].rows;
+    const ll_mat *m = &t->mats[r / per];
+    *m_out = m;
+    return ll_mat_row(m, src_row(t, hp, r % per));
+}
+
 /* Output rows [lo, hi) of the chunk (indices within it); f, g: [cols] scratch. */
 static void chunk_rows(chunk_job *j, int64_t lo, int64_t hi, float *f, float *g, size_t rb) {
     const out_tensor *t = j->t;
@@ -561,9 +569,16 @@ static void chunk_rows(chunk_job *j, int64_t lo, int64_t hi, float *f, float *g,
             quant_quantize_row(t->type, t->f32 + (size_t)r * (size_t)cols, dst, cols);
             continue;
         }
-        int64_t per = t->mats[0].rows, sr = src_row(t, j->hp, r % per);
-        const ll_mat *m = &t->mats[r / per];
-        const uint8_t *src = ll_mat_row(m, sr);
+        const ll_mat *m, *mn;
+        const uint8_t *src = src_row_ptr(t, j->hp, r, &m);
+        if (i + 1 < hi) {
+            /* Start loading the next source row into the cache now, while this one is
+             * quantized: a BF16 row of the real model is one 4 KiB page, where the hardware
+             * prefetcher stops, so without this every row begins with a stall on memory
+             * (BF16 -> fp32 took 12 % of convert's time, 3 % in a cache-warm benchmark). */
+            const uint8_t *nx = src_row_ptr(t, j->hp, r + 1, &mn);
+            for (size_t o = 0; o < mn->row_bytes; o += 64) __builtin_prefetch(nx + o);
+        }
         if (m->type == t->type && t->perm != PERM_COLS) {
             memcpy(dst, src, rb); /* same type: the bytes as they are (bit-exact bf16 → bf16) */
             continue;
