@@ -930,28 +930,11 @@ T_AVX2 static inline void q5k_pack(const uint8_t q[256], ll_block_q5_K *b) {
     _mm256_storeu_si256((__m256i *)b->qh, qh);
 }
 
-/* Q6_K codes (0..63) and packing after the 16 fits. */
-T_AVX2 static inline void q6k_finish(const float *x, const float s[16], ll_block_q6_K *b) {
-    float ds[16];
-    q6_pack_scales(s, b, ds);
-    const __m256 lo = _mm256_set1_ps(-32.0f), hi = _mm256_set1_ps(31.0f), zero = _mm256_setzero_ps();
-    const __m256i add = _mm256_set1_epi32(32), m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x03);
-    __m256i q[8];
-    for (int g = 0; g < 8; g++) { /* 32 elements, scale groups 2g and 2g+1 */
-        if (ds[2 * g] != 0 && ds[2 * g + 1] != 0) {
-            q[g] = codes32(x + 32 * g, zero, _mm256_set1_ps(quant_recip(ds[2 * g])), _mm256_set1_ps(quant_recip(ds[2 * g + 1])), lo,
-                           hi, add);
-        } else { /* a zero scale: codes 32 for that half, as the reference (rare: keep it simple) */
-            uint8_t t[32];
-            for (int l = 0; l < 32; l++) {
-                float d = ds[2 * g + l / 16];
-                t[l] = (uint8_t)((d != 0 ? quant_rint_clamp(x[32 * g + l] * quant_recip(d), -32, 31) : 0) + 32);
-            }
-            q[g] = _mm256_loadu_si256((const __m256i *)t);
-        }
-    }
+/* Q6_K packing of the 256 codes (0..63, bytes; q[g] = elements 32g .. 32g + 31) into ql / qh. */
+T_AVX2 static inline void q6k_pack(const __m256i q[8], ll_block_q6_K *b) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x03);
     for (int h = 0; h < 2; h++) { /* element 128h + 32g + l: ql[64h + l + 32(g&1)] nibble g/2, qh[32h + l] bits 2g */
-        __m256i *Q = q + 4 * h;
+        const __m256i *Q = q + 4 * h;
         __m256i l0 = _mm256_or_si256(_mm256_and_si256(Q[0], m4), _mm256_slli_epi16(_mm256_and_si256(Q[2], m4), 4));
         __m256i l1 = _mm256_or_si256(_mm256_and_si256(Q[1], m4), _mm256_slli_epi16(_mm256_and_si256(Q[3], m4), 4));
         __m256i hb = _mm256_and_si256(_mm256_srli_epi16(Q[0], 4), m2);
@@ -962,6 +945,33 @@ T_AVX2 static inline void q6k_finish(const float *x, const float s[16], ll_block
         _mm256_storeu_si256((__m256i *)(b->ql + 64 * h + 32), l1);
         _mm256_storeu_si256((__m256i *)(b->qh + 32 * h), hb);
     }
+}
+
+/* The 32 codes of elements 32g .. 32g + 31 where one of their two scales is 0: code 32 for that
+ * half, as the reference (rare: kept simple). */
+T_AVX2 static inline __m256i q6k_codes_slow(const float *x, const float ds[16], int g) {
+    uint8_t t[32];
+    for (int l = 0; l < 32; l++) {
+        float d = ds[2 * g + l / 16];
+        t[l] = (uint8_t)((d != 0 ? quant_rint_clamp(x[32 * g + l] * quant_recip(d), -32, 31) : 0) + 32);
+    }
+    return _mm256_loadu_si256((const __m256i *)t);
+}
+
+/* Q6_K codes (0..63) and packing after the 16 fits. */
+T_AVX2 static inline void q6k_finish(const float *x, const float s[16], ll_block_q6_K *b) {
+    float ds[16];
+    q6_pack_scales(s, b, ds);
+    const __m256 lo = _mm256_set1_ps(-32.0f), hi = _mm256_set1_ps(31.0f), zero = _mm256_setzero_ps();
+    const __m256i add = _mm256_set1_epi32(32);
+    __m256i q[8];
+    for (int g = 0; g < 8; g++) { /* 32 elements, scale groups 2g and 2g+1 */
+        if (ds[2 * g] != 0 && ds[2 * g + 1] != 0)
+            q[g] = codes32(x + 32 * g, zero, _mm256_set1_ps(quant_recip(ds[2 * g])), _mm256_set1_ps(quant_recip(ds[2 * g + 1])), lo,
+                           hi, add);
+        else q[g] = q6k_codes_slow(x, ds, g);
+    }
+    q6k_pack(q, b);
 }
 
 /* ---- the fits, 8 lanes (AVX2) */
@@ -1112,6 +1122,46 @@ T_AVX2 static void avx2_quant_q6_K(const float *src, void *dst, int64_t n) {
     }
 }
 
+/* 16 rounded codes as bytes, quant_rint_clamp((x + dm) * id, lo, hi) + add, on one 16-lane
+ * vector (cvtps2dq rounds to nearest even, as the magic constant does, on the clamped value). */
+T_AVX512 static inline __m128i codes16_512(const float *x, float dm, float id, float lo, float hi, int add) {
+    __m512 v = _mm512_mul_ps(_mm512_add_ps(_mm512_loadu_ps(x), _mm512_set1_ps(dm)), _mm512_set1_ps(id));
+    v = _mm512_max_ps(_mm512_min_ps(v, _mm512_set1_ps(hi)), _mm512_set1_ps(lo));
+    return _mm512_cvtepi32_epi8(_mm512_add_epi32(_mm512_cvtps_epi32(v), _mm512_set1_epi32(add)));
+}
+
+/* k4_finish with 16 lanes: a sub-block of 32 is two vectors. */
+T_AVX512 static inline void k4_finish512(const float *x, const float s[8], const float m[8], int nmax, uint16_t *d, uint16_t *dmin,
+                                         uint8_t scales[12], uint8_t q[256]) {
+    float ds[8], dm[8];
+    k4_pack_scales(s, m, d, dmin, scales, ds, dm);
+    for (int j = 0; j < 8; j++) {
+        __m128i c0 = _mm_setzero_si128(), c1 = _mm_setzero_si128();
+        if (ds[j] > 0) {
+            float id = quant_recip(ds[j]);
+            c0 = codes16_512(x + 32 * j, dm[j], id, 0.0f, (float)nmax, 0);
+            c1 = codes16_512(x + 32 * j + 16, dm[j], id, 0.0f, (float)nmax, 0);
+        }
+        _mm_storeu_si128((__m128i *)(q + 32 * j), c0);
+        _mm_storeu_si128((__m128i *)(q + 32 * j + 16), c1);
+    }
+}
+
+/* q6k_finish with 16 lanes: one vector per scale group. */
+T_AVX512 static inline void q6k_finish512(const float *x, const float s[16], ll_block_q6_K *b) {
+    float ds[16];
+    q6_pack_scales(s, b, ds);
+    __m256i q[8];
+    for (int g = 0; g < 8; g++) {
+        if (ds[2 * g] != 0 && ds[2 * g + 1] != 0) {
+            __m128i c0 = codes16_512(x + 32 * g, 0.0f, quant_recip(ds[2 * g]), -32.0f, 31.0f, 32);
+            __m128i c1 = codes16_512(x + 32 * g + 16, 0.0f, quant_recip(ds[2 * g + 1]), -32.0f, 31.0f, 32);
+            q[g] = _mm256_inserti128_si256(_mm256_castsi128_si256(c0), c1, 1);
+        } else q[g] = q6k_codes_slow(x, ds, g);
+    }
+    q6k_pack(q, b);
+}
+
 /* Two K4 blocks per 16-lane fit; an odd last block goes through the 8-lane fit. */
 T_AVX512 static void avx512_quant_k4(const float *src, uint8_t *dst, int64_t n, int nmax, size_t bb) {
     float xt[32 * 16] __attribute__((aligned(64))), s[16] __attribute__((aligned(64))), m[16] __attribute__((aligned(64)));
@@ -1126,11 +1176,11 @@ T_AVX512 static void avx512_quant_k4(const float *src, uint8_t *dst, int64_t n, 
             const float *xh = x + h * LL_QK_K;
             if (nmax == 15) {
                 ll_block_q4_K *b = (ll_block_q4_K *)(dst + (size_t)(i + h) * bb);
-                k4_finish(xh, s + 8 * h, m + 8 * h, nmax, &b->d, &b->dmin, b->scales, q);
+                k4_finish512(xh, s + 8 * h, m + 8 * h, nmax, &b->d, &b->dmin, b->scales, q);
                 q4k_pack(q, b);
             } else {
                 ll_block_q5_K *b = (ll_block_q5_K *)(dst + (size_t)(i + h) * bb);
-                k4_finish(xh, s + 8 * h, m + 8 * h, nmax, &b->d, &b->dmin, b->scales, q);
+                k4_finish512(xh, s + 8 * h, m + 8 * h, nmax, &b->d, &b->dmin, b->scales, q);
                 q5k_pack(q, b);
             }
         }
@@ -1151,7 +1201,7 @@ T_AVX512 static void avx512_quant_q6_K(const float *src, void *dst, int64_t n) {
         q6_transpose(src, 0, xt, 16, 0);
         q6_transpose(src, 8, xt, 16, 8);
         avx512_fit_symmetric(xt, 32, s);
-        q6k_finish(src, s, &b[i]);
+        q6k_finish512(src, s, &b[i]);
     }
 }
 
