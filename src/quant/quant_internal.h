@@ -51,6 +51,10 @@ static inline int quant_rint_clamp(float v, float lo, float hi) {
 #define QUANT_FIT_HALF 3
 #define QUANT_FIT_STEP 0.34f
 static inline float quant_fit_cand(int nmax, int k) { return (float)nmax + QUANT_FIT_STEP * (float)k; }
+/* The same for Q6_K's symmetric fit (64 levels: a coarser search costs less there) */
+#define QUANT_SYM_HALF 2
+#define QUANT_SYM_STEP 0.5f
+static inline float quant_sym_cand(int nmax, int k) { return (float)nmax + QUANT_SYM_STEP * (float)k; }
 
 /* Q4_K / Q5_K: quantizes the 8 sub-block fits (scales s[j] >= 0, mins m[j] >= 0) to 6 bits
  * against fp16 super-block scales d = max(s)/63, dmin = max(m)/63; writes d, dmin, the packed

@@ -143,12 +143,20 @@ KF_FN(fit_symmetric)(const float *xt, int nmax, float *s_out) {
     const float nm_s = (float)nmax;
     const VF zero = V_ZERO(), magic = V_SET1(QUANT_MAGIC);
     const VF top = V_SET1((nm_s - 1.0f) + QUANT_MAGIC), bot = V_SET1(QUANT_MAGIC - nm_s);
-    VF amax = zero, max = zero;
-    for (int i = 0; i < 16; i++) { /* the first element of largest magnitude */
-        VF x = V_LOAD(xt + i * KF_W), a = V_ABS(x);
-        VM gt = V_GT(a, amax);
-        amax = V_SEL(gt, a, amax);
-        max = V_SEL(gt, x, max);
+    /* the first element of largest magnitude (the reference's sequential scan, NaN never
+     * winning): the largest |x| as a tree of maxima over |x| with NaN -> +0 (exact, order-free),
+     * then the first element equal to it, by selecting from the last element to the first */
+    VF a0 = zero, a1 = zero, a2 = zero, a3 = zero, max = zero;
+    for (int i = 0; i < 16; i += 4) {
+        a0 = V_MAX(V_MAX(V_ABS(V_LOAD(xt + i * KF_W)), zero), a0);
+        a1 = V_MAX(V_MAX(V_ABS(V_LOAD(xt + (i + 1) * KF_W)), zero), a1);
+        a2 = V_MAX(V_MAX(V_ABS(V_LOAD(xt + (i + 2) * KF_W)), zero), a2);
+        a3 = V_MAX(V_MAX(V_ABS(V_LOAD(xt + (i + 3) * KF_W)), zero), a3);
+    }
+    const VF amax = V_MAX(V_MAX(a0, a1), V_MAX(a2, a3));
+    for (int i = 15; i >= 0; i--) {
+        VF x = V_LOAD(xt + i * KF_W);
+        max = V_SEL(V_EQ(V_ABS(x), amax), x, max);
     }
     VM dead = V_EQ(amax, zero);
     const VF inv = V_DIV(V_SET1(-1.0f), max);
@@ -186,14 +194,14 @@ KF_FN(fit_symmetric)(const float *xt, int nmax, float *s_out) {
         bsqx = V_SEL(upd, sqx, bsqx);                                                  \
         bc = V_SEL(upd, (c_), bc);                                                     \
     } while (0)
-    for (int k = -QUANT_FIT_HALF; k <= QUANT_FIT_HALF; k++) {
-        float c = quant_fit_cand(nmax, k);
+    for (int k = -QUANT_SYM_HALF; k <= QUANT_SYM_HALF; k++) {
+        float c = quant_sym_cand(nmax, k);
         if (c > nm_s + 0.25f) KF_PASS(V_SET1(c), 1);
         else KF_PASS(V_SET1(c), 0);
         KF_SCORE(V_SET1(c));
     }
     {
-        const VF c1 = bc, h = V_SET1(0.5f * QUANT_FIT_STEP), cm = V_SUB(c1, h), cp = V_ADD(c1, h);
+        const VF c1 = bc, h = V_SET1(0.5f * QUANT_SYM_STEP), cm = V_SUB(c1, h), cp = V_ADD(c1, h);
         KF_PASS(cm, 1);
         KF_SCORE(cm);
         KF_PASS(cp, 1);
