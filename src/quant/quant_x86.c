@@ -838,14 +838,21 @@ T_AVX2 static inline __m256i rint_clamp8(__m256 v, float lo, float hi) {
     return _mm256_cvttps_epi32(_mm256_sub_ps(_mm256_add_ps(v, magic), magic));
 }
 
+/* ll_f32_to_f16 / ll_f16_to_f32 by F16C for the super-block scales: IEEE round-to-nearest-even
+ * both, so equal to base.c's for every non-NaN value (the scales here never are NaN: the
+ * maxima drop NaN lanes). */
+T_AVX2 static inline uint16_t f32_to_f16_nn(float f) {
+    return (uint16_t)_mm_extract_epi16(_mm_cvtps_ph(_mm_set_ss(f), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), 0);
+}
+
 /* quant_k4_pack_scales (quant_ref.c) with the 16 divisions and roundings on vectors; the same
  * operations, so the same bytes. */
 T_AVX2 static inline void k4_pack_scales(const float s[8], const float m[8], uint16_t *d_out, uint16_t *dmin_out,
                                          uint8_t scales[12], float ds[8], float dm[8]) {
     __m256 vs = _mm256_loadu_ps(s), vm = _mm256_loadu_ps(m);
-    *d_out = ll_f32_to_f16(hmax_pos(vs) / 63.0f);
-    *dmin_out = ll_f32_to_f16(hmax_pos(vm) / 63.0f);
-    float d = ll_f16_to_f32(*d_out), dmin = ll_f16_to_f32(*dmin_out);
+    *d_out = f32_to_f16_nn(hmax_pos(vs) / 63.0f);
+    *dmin_out = f32_to_f16_nn(hmax_pos(vm) / 63.0f);
+    float d = h2f(*d_out), dmin = h2f(*dmin_out);
     __m256i isc = _mm256_setzero_si256(), imn = _mm256_setzero_si256();
     if (d > 0) isc = rint_clamp8(_mm256_div_ps(vs, _mm256_set1_ps(d)), 0.0f, 63.0f);
     if (dmin > 0) imn = rint_clamp8(_mm256_div_ps(vm, _mm256_set1_ps(dmin)), 0.0f, 63.0f);
@@ -875,8 +882,8 @@ T_AVX2 static inline void q6_pack_scales(const float s[16], ll_block_q6_K *b, fl
                         ((unsigned)_mm256_movemask_ps(_mm256_cmp_ps(a1, m, _CMP_EQ_OQ)) << 8);
         smax = s[__builtin_ctz(bits)];
     }
-    b->d = ll_f32_to_f16(smax / -128.0f);
-    float d = ll_f16_to_f32(b->d);
+    b->d = f32_to_f16_nn(smax / -128.0f);
+    float d = h2f(b->d);
     __m256i q0 = _mm256_setzero_si256(), q1 = _mm256_setzero_si256();
     if (d != 0) {
         __m256 vd = _mm256_set1_ps(d);
