@@ -14,6 +14,7 @@
  *
  *   build/bench/quant_speed [--mib N] [--reps R] [--cols C] [--types q4_K,q6_K,...] [--levels scalar,avx2,avx512]
  *                           [--threads N]
+ *   build/bench/quant_speed --rmse [--levels L]    (quality instead of speed, see print_rmse)
  */
 #include <math.h>
 #include <stdio.h>
@@ -60,6 +61,53 @@ static void mt_worker(void *ctx, int ith, int nth) {
     }
 }
 
+/* N(0, 1) by Box-Muller on xorshift uniforms in (0, 1) */
+static double normal01(uint64_t *s) {
+    double u[2];
+    for (int k = 0; k < 2; k++) {
+        *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+        u[k] = ((double)(*s >> 11) + 0.5) / 9007199254740992.0;
+    }
+    return sqrt(-2.0 * log(u[0])) * cos(6.283185307179586 * u[1]);
+}
+
+/* --rmse: relative RMSE sqrt(sum (y - x)^2 / sum x^2) of quantize -> dequantize for the K-quants,
+ * on 4096 blocks of N(0, 1) and of Student-t with 3 degrees of freedom (heavy tails, like the
+ * outliers of real weight rows). The check that a faster scale search did not cost quality. */
+static int print_rmse(void) {
+    const int64_t n = 256 * 4096;
+    float *x = ll_malloc((size_t)n * sizeof(float)), *y = ll_malloc((size_t)n * sizeof(float)); /* [n] */
+    uint8_t *q = ll_malloc(quant_row_bytes(LL_TYPE_Q8_0, n));                                  /* [n] quantized */
+    if (!x || !y || !q) { fprintf(stderr, "quant_speed: out of memory\n"); return 1; }
+    static const ll_type ts[] = {LL_TYPE_Q4_K, LL_TYPE_Q5_K, LL_TYPE_Q6_K};
+    printf("| data | q4_K | q5_K | q6_K |\n|---|---|---|---|\n");
+    for (int dist = 0; dist < 2; dist++) {
+        uint64_t seed = 0x2545f4914f6cdd1dull;
+        for (int64_t i = 0; i < n; i++) {
+            double v = normal01(&seed);
+            if (dist == 1) { /* t(3) = N / sqrt(chi2(3) / 3) */
+                double c = 0;
+                for (int k = 0; k < 3; k++) { double z = normal01(&seed); c += z * z; }
+                v /= sqrt(c / 3.0);
+            }
+            x[i] = (float)v;
+        }
+        printf("| %s |", dist ? "Student-t(3)" : "N(0,1)");
+        for (size_t k = 0; k < LL_ARRAY_LEN(ts); k++) {
+            quant_quantize_row(ts[k], x, q, n);
+            quant_dequant_row(ts[k], q, y, n);
+            double se = 0, sx = 0;
+            for (int64_t i = 0; i < n; i++) { se += ((double)y[i] - x[i]) * ((double)y[i] - x[i]); sx += (double)x[i] * x[i]; }
+            printf(" %.5f |", sqrt(se / sx));
+        }
+        printf("\n");
+    }
+    ll_free(x);
+    ll_free(y);
+    ll_free(q);
+    return 0;
+}
+
 static int cmp_dbl(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
@@ -67,6 +115,7 @@ static int cmp_dbl(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
     int64_t mib = 32, reps = 5, cols = 2048, threads = 1;
+    int rmse = 0;
     const char *types = "q4_K,q5_K,q6_K,q8_0", *want = "scalar,avx2,avx512";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--mib") && i + 1 < argc) mib = atoll(argv[++i]);
@@ -75,14 +124,19 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--types") && i + 1 < argc) types = argv[++i];
         else if (!strcmp(argv[i], "--levels") && i + 1 < argc) want = argv[++i];
         else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoll(argv[++i]);
+        else if (!strcmp(argv[i], "--rmse")) rmse = 1;
         else {
-            fprintf(stderr, "usage: %s [--mib N] [--reps R] [--cols C] [--types q4_K,q6_K,...] [--levels scalar,avx2,avx512] [--threads N]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--mib N] [--reps R] [--cols C] [--types q4_K,q6_K,...] [--levels scalar,avx2,avx512] [--threads N] | --rmse\n", argv[0]);
             return 2;
         }
     }
     if (mib < 1 || reps < 1 || reps > 99 || cols < 256 || cols % 256 || threads < 1 || threads > 256) {
         fprintf(stderr, "quant_speed: need --mib >= 1, 1 <= --reps <= 99, --cols a multiple of 256, 1 <= --threads <= 256\n");
         return 2;
+    }
+    if (rmse) { /* at the one level named by --levels, else the best this CPU has */
+        if (strchr(want, ',') == NULL && quant_force_simd(want) != 0) { fprintf(stderr, "quant_speed: no level %s here\n", want); return 2; }
+        return print_rmse();
     }
     int64_t rows = LL_MAX(1, (mib << 20) / (cols * 2));
     uint16_t *src = ll_malloc((size_t)(rows * cols) * 2);   /* [rows, cols] bf16 */

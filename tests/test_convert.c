@@ -176,6 +176,8 @@ typedef struct {
  *   q6_k   4.07 MiB  top-1 0.887  mean KL 0.035
  *   q4_k_m 2.97 MiB  top-1 0.593  mean KL 0.33
  *   q4_k_s 2.90 MiB  top-1 0.607  mean KL 0.30
+ * and after the faster K-quant scale search (docs/quality.md): q6_k 0.877 / 0.032, q4_k_m
+ * 0.610 / 0.32, q4_k_s 0.630 / 0.30
  * (random weights with peaky routing are far more sensitive than a trained model; the same
  * orders as test_quantized's in-memory figures). On this 3-layer model q4_k_m gives Q6_K only
  * to layer 2's attn_qkv / ffn_down while q4_k_s gives Q5_K to every attn_qkv / attn_v, hence

@@ -595,6 +595,10 @@ static void run_quant_bit_identical(void) {
         /* subnormals */
         for (int64_t i = 0; i < n; i++) x[i] = 1e-40f * rng_normal();
         expect_same_quant(t, x, n, "subnormal");
+        /* non-finite values sprinkled in (a corrupt source): no crash, and still one answer */
+        fill_normal(x, n, 1.0f);
+        for (int64_t i = 3; i < n; i += 29) x[i] = (i % 3 == 0) ? NAN : (i % 3 == 1) ? INFINITY : -INFINITY;
+        expect_same_quant(t, x, n, "non-finite");
     }
     ll_free(x);
 }

@@ -16,6 +16,8 @@ struct ll_pool {
     atomic_uint generation; /* bumped for each job */
     atomic_int pending;     /* workers still running the current job */
     atomic_int stop;
+    atomic_int waiting;     /* the caller sleeps on done_cv until pending reaches 0 */
+    pthread_cond_t done_cv;
 };
 
 typedef struct { ll_pool *p; int ith; } worker_arg;
@@ -38,7 +40,13 @@ static void *worker_main(void *arg) {
         }
         seen = gen;
         p->fn(p->ctx, wa.ith, p->n);
-        atomic_fetch_sub_explicit(&p->pending, 1, memory_order_release);
+        /* seq_cst, pairing with the caller's store to waiting / load of pending (ll_pool_run):
+         * either the caller sees pending at 0 or this sees it waiting and wakes it */
+        if (atomic_fetch_sub(&p->pending, 1) == 1 && atomic_load(&p->waiting)) {
+            pthread_mutex_lock(&p->mu);
+            pthread_cond_broadcast(&p->done_cv);
+            pthread_mutex_unlock(&p->mu);
+        }
     }
 }
 
@@ -52,6 +60,7 @@ ll_pool *ll_pool_new(int n_threads) {
     p->n = n_threads;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
+    pthread_cond_init(&p->done_cv, NULL);
     p->threads = ll_calloc((size_t)n_threads, sizeof(pthread_t));
     if (!p->threads) { ll_pool_free(p); ll_err(LL_ERR_OOM, "thread pool: out of memory"); return NULL; }
     for (int i = 1; i < n_threads; i++) {
@@ -79,6 +88,7 @@ void ll_pool_free(ll_pool *p) {
     for (int i = 1; i < p->n; i++) pthread_join(p->threads[i], NULL);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
+    pthread_cond_destroy(&p->done_cv);
     ll_free(p->threads);
     ll_free(p);
 }
@@ -95,5 +105,16 @@ void ll_pool_run(ll_pool *p, ll_pool_fn fn, void *ctx) {
     pthread_cond_broadcast(&p->cv);
     pthread_mutex_unlock(&p->mu);
     fn(ctx, 0, p->n);
-    while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0) {}
+    /* Spin (decode's regions are short), then sleep once the wait gets long: on a loaded machine
+     * the worker we wait for may be descheduled or blocked on a page fault, and a caller spinning
+     * all that time burns a core that worker (or another thread of ours, e.g. convert's writer)
+     * could use. */
+    for (int spins = 0; atomic_load_explicit(&p->pending, memory_order_acquire) > 0;) {
+        if (++spins < 20000) continue;
+        pthread_mutex_lock(&p->mu);
+        atomic_store(&p->waiting, 1);
+        while (atomic_load(&p->pending) > 0) pthread_cond_wait(&p->done_cv, &p->mu);
+        atomic_store(&p->waiting, 0);
+        pthread_mutex_unlock(&p->mu);
+    }
 }

@@ -41,14 +41,32 @@ static inline int quant_rint_clamp(float v, float lo, float hi) {
     return (int)((v + 12582912.0f) - 12582912.0f);
 }
 
+/* 1.5 * 2^23: fmaf(a, b, QUANT_MAGIC) - QUANT_MAGIC is a*b rounded once to the nearest integer
+ * (ties to even) whenever |a*b| < 2^22, one FMA instead of a multiply, a rounding and a convert. */
+#define QUANT_MAGIC 12582912.0f
+
+/* The K-quant scale searches (quant_fit_affine / quant_fit_symmetric in quant_ref.c, vectorized in
+ * quant_x86_kfit.h): candidate code ranges c = nmax + QUANT_FIT_STEP * k for |k| <= QUANT_FIT_HALF
+ * (scale = range / c), then the best one's neighbours c -+ QUANT_FIT_STEP / 2. */
+#define QUANT_FIT_HALF 3
+#define QUANT_FIT_STEP 0.34f
+static inline float quant_fit_cand(int nmax, int k) { return (float)nmax + QUANT_FIT_STEP * (float)k; }
+/* The same for Q6_K's symmetric fit (64 levels: a coarser search costs less there) */
+#define QUANT_SYM_HALF 2
+#define QUANT_SYM_STEP 0.5f
+static inline float quant_sym_cand(int nmax, int k) { return (float)nmax + QUANT_SYM_STEP * (float)k; }
+
 /* Q4_K / Q5_K: quantizes the 8 sub-block fits (scales s[j] >= 0, mins m[j] >= 0) to 6 bits
  * against fp16 super-block scales d = max(s)/63, dmin = max(m)/63; writes d, dmin, the packed
  * 12-byte field, and ds[j] = d*sc[j], dm[j] = dmin*mn[j], which the codes are rounded against:
- * q = ds > 0 ? quant_rint_clamp((x + dm) / ds, 0, nmax) : 0. */
+ * q = ds > 0 ? quant_rint_clamp((x + dm) * quant_recip(ds), 0, nmax) : 0. */
 void quant_k4_pack_scales(const float s[8], const float m[8], uint16_t *d, uint16_t *dmin, uint8_t scales[12],
                           float ds[8], float dm[8]);
+/* 1 / ds where ds != 0, else 0: the codes are rounded from products with it (one multiply per
+ * element rather than a division) */
+static inline float quant_recip(float ds) { return ds != 0 ? 1.0f / ds : 0.0f; }
 /* Q6_K: int8 scales of the 16 sub-block fits against fp16 d = s_maxabs/-128; writes b->d,
- * b->scales and ds[j] = d*scales[j]; codes: q = (ds != 0 ? quant_rint_clamp(x / ds, -32, 31) : 0) + 32. */
+ * b->scales and ds[j] = d*scales[j]; codes: q = (ds != 0 ? quant_rint_clamp(x * quant_recip(ds), -32, 31) : 0) + 32. */
 void quant_q6_pack_scales(const float s[16], ll_block_q6_K *b, float ds[16]);
 
 /* Unpacks the 12-byte K-quant scale field into 8 six-bit scales and 8 six-bit mins. */

@@ -8,17 +8,23 @@
  *
  * K-quant quantization (our own method, see quant_fit_affine / quant_fit_symmetric):
  *   every sub-block (32 elements for Q4_K/Q5_K, 16 for Q6_K) gets a scale (and for Q4_K/Q5_K a
- *   non-negative min) chosen by a grid search over 21 candidate inverse scales around
- *   nmax/range; for each candidate the integer codes are rounded and the scale/min refitted by
- *   least squares, keeping the candidate with the smallest squared error (of that fit on the
- *   candidate's own codes, as llama.cpp's make_qkx2_quants scores it). The per-sub-block
- *   scales and mins are then quantized to 6 bits (Q4_K/Q5_K) or int8 (Q6_K) against
- *   fp16-rounded super-block scales, and the codes are re-rounded with the final scales.
+ *   non-negative min) chosen by a search over candidate scales range/c: a grid of 7 values of c
+ *   around nmax (step 0.34), then the best one's two neighbours at step 0.17 (9 rounding passes;
+ *   llama.cpp's make_qkx2_quants tries 21 on a 0.1 grid, as this file did before — the coarse
+ *   grid with refinement measured within 0.15 % of its RMSE at 40 % of the cost; Q6_K: 5 + 2
+ *   passes, step 0.5). For each
+ *   candidate the integer codes are rounded and the scale/min refitted by least squares,
+ *   keeping the candidate with the smallest squared error (of that fit on the candidate's own
+ *   codes, as make_qkx2_quants scores it; in fp32 on data normalised by the range, compared
+ *   cross-multiplied). The per-sub-block scales and mins are then quantized to 6 bits
+ *   (Q4_K/Q5_K) or int8 (Q6_K) against fp16-rounded super-block scales, and the codes are
+ *   re-rounded with the final scales.
  *   The fits are written so that quant_x86.c can run them one sub-block per SIMD lane and
  *   produce the same bytes (see "K-quant fits" below); `lilac convert` uses those.
  *   Measured RMSE / RMS(signal) on N(0,1) data (tests/test_quant.c checks bounds):
  *   Q4_K 0.072, Q5_K 0.036, Q6_K 0.017, Q4_0 0.087, Q8_0 0.0054, Q8_K 0.0070, MLX4 0.090,
- *   MLX8 0.0054 (64 blocks of 256; the fits use unweighted squared error).
+ *   MLX8 0.0054 (64 blocks of 256; the fits use unweighted squared error;
+ *   `build/bench/quant_speed --rmse` measures the K-quants on 4096 blocks).
  */
 #include <math.h>
 #include <pthread.h>
@@ -296,87 +302,143 @@ static void qz_q4_0(const float *x, ll_block_q4_0 *b) {
  * K-quant fits. Every step below is written as a fixed sequence of single-precision IEEE
  * operations per sub-block, so that quant_x86.c can run one sub-block per SIMD lane and write
  * the same bytes (tests/test_quant.c checks it): min/max as quant_minf/quant_maxf (the
- * semantics of minps/maxps), rounding of bounded values by quant_rint_clamp, no FMA (the build
- * uses -ffp-contract=off), and every order-dependent sum (of q*x, of squared errors) split into
- * four partial sums over i % 4, combined as (p0 + p1) + (p2 + p3). The sums of codes and of
- * squared codes are exact in fp32 (at most 32 terms of at most 31²), so their order is free.
+ * semantics of minps/maxps), rounding of bounded values by quant_rint_clamp or by one fmaf
+ * against QUANT_MAGIC (vfmadd), no other FMA (the build uses -ffp-contract=off; fmaf is exact
+ * by definition, so the scalar and vector FMA agree), and every order-dependent sum (of q*x, of
+ * x) split into four partial sums over i % 4, combined as (p0 + p1) + (p2 + p3). The sums of
+ * codes and of squared codes are exact in fp32 (at most 32 terms of at most 32²), so their
+ * order is free.
  */
 
 /* Four partial sums by element index i % 4, combined in a fixed order (see above). */
 static inline float sum4(const float p[4]) { return (p[0] + p[1]) + (p[2] + p[3]); }
 
-/* Squared error sum((s*q + b - x)^2) of a sub-block of 32 from its sums: codes sq = sum(q),
- * sqq = sum(q^2), sqx = sum(q*x), sx = sum(x), sxx = sum(x^2). In double (the terms cancel
- * heavily), evaluated in this exact order (quant_x86_kfit.h repeats it). */
-static inline double quant_affine_err(float s, float b, float sq, float sqq, float sqx, float sx, float sxx) {
-    double S = s, B = b;
-    double quad = (S * S) * (double)sqq + (2.0 * (S * B)) * (double)sq + 32.0 * (B * B);
-    double lin = S * (double)sqx + B * (double)sx;
-    return (quad - 2.0 * lin) + (double)sxx;
+/* One candidate of the affine search: the codes q = min(rint(v * c), nmax) of the normalised
+ * sub-block v = (x - lo) / range (in [0, 1]), rounded by one FMA against QUANT_MAGIC, and their
+ * sums sq = sum(q), sqq = sum(q^2) (exact: small integers) and sqx = sum(q * u) over the centred
+ * u = (x - mean) / range (four partial sums, FMA). The clamp is skipped where it provably cannot
+ * act (c <= nmax + 0.25: v * c < nmax + 0.5 even after rounding), as the SIMD code skips it. */
+static inline void quant_affine_pass(const float *v, const float *u, float c, float top, int clamp, float *sq,
+                                     float *sqq, float *sqx) {
+    float a = 0, aa = 0, p[4] = {0};
+    for (int i = 0; i < 32; i++) {
+        float t = fmaf(v[i], c, QUANT_MAGIC);
+        if (clamp) t = quant_minf(t, top);
+        float q = t - QUANT_MAGIC;
+        a += q;
+        aa += q * q;
+        p[i & 3] = fmaf(q, u[i], p[i & 3]);
+    }
+    *sq = a, *sqq = aa, *sqx = sum4(p);
 }
 
-/* Fits x[0..32) ≈ s*q - m with q in [0, nmax], s >= 0, m >= 0 (the Q4_K / Q5_K sub-block
- * model), minimising the squared error. Grid search over 21 inverse scales around
- * nmax/(max-min): each rounds the codes, refits (s, m) to them by least squares and scores
- * that fit on those codes (as llama.cpp's make_qkx2_quants does), so one pass over the
- * elements per candidate is enough and the error comes from the pass's sums. Returns s and
- * writes *m_out. Codes are truncations of values clamped to [0, nmax] first (so no cast ever
- * sees a value out of range, whatever the input's magnitude). */
+/* The running best of the affine search. A candidate's least-squares fit u ~ su * q + bu has the
+ * error sum(u^2) - sum(u)^2 / 32 - num^2 / (32 det), num = 32 sqx - sq su_sum, det = 32 sqq - sq^2,
+ * so the best candidate has the largest num^2 / det; compared cross-multiplied (no division),
+ * and only with num > 0 (a positive scale) and det > 0 (not all codes equal). The normalisation
+ * by the range keeps every product far from overflow and underflow. */
+typedef struct { float g, det, num, sq, sqq, sqx, c; } quant_affine_best;
+
+static inline void quant_affine_score(quant_affine_best *b, float c, float sq, float sqq, float sqx, float su) {
+    float det = 32.0f * sqq - sq * sq, num = 32.0f * sqx - sq * su, g = num * num;
+    if (det > 0 && num > 0 && g * b->det > b->g * det) *b = (quant_affine_best){g, det, num, sq, sqq, sqx, c};
+}
+
+/* Fits x[0..32) ~ s*q - m with q in [0, nmax], s >= 0, m >= 0 (the Q4_K / Q5_K sub-block
+ * model), minimising the squared error: a grid of 2 QUANT_FIT_HALF + 1 candidate scales
+ * range / c around range / nmax, then the best one's two neighbours at half the step; each
+ * rounds the codes and is scored by the least-squares refit of (s, m) to them (as llama.cpp's
+ * make_qkx2_quants scores its candidates). If that fit's min comes out negative, the codes are
+ * refitted with m = 0. Returns s and writes *m_out. */
 static float quant_fit_affine(const float *x, int nmax, float *m_out) {
-    const float nm = (float)nmax, n = 32.0f;
-    float lo = 0, hi = x[0], px[4] = {0}, pxx[4] = {0};
+    const float nm = (float)nmax, top = nm + QUANT_MAGIC;
+    float lo = 0, hi = x[0], px[4] = {0};
     for (int i = 0; i < 32; i++) {
         lo = quant_minf(x[i], lo);
         hi = quant_maxf(x[i], hi);
         px[i & 3] += x[i];
-        pxx[i & 3] += x[i] * x[i];
     }
     if (hi <= lo) { *m_out = -lo; return 0; } /* constant block at <= 0 */
-    float sx = sum4(px), sxx = sum4(pxx), range = hi - lo;
-    float best_s = range / nm, best_b = lo, inv_range = 1.0f / range;
-    double best_err = 0;
-    for (int k = -11; k <= 10; k++) {
-        /* k = -11: the plain min/max fit (s = range/nmax, m = -lo), scored first */
-        float is = k < -10 ? 1.0f / best_s : (nm + 0.1f * (float)k) * inv_range, sq = 0, sqq = 0, pqx[4] = {0};
-        for (int i = 0; i < 32; i++) {
-            float q = (float)(int)quant_minf((x[i] - lo) * is + 0.5f, nm);
-            sq += q; sqq += q * q; pqx[i & 3] += q * x[i];
-        }
-        float sqx = sum4(pqx);
-        if (k < -10) { best_err = quant_affine_err(best_s, best_b, sq, sqq, sqx, sx, sxx); continue; }
-        float det = n * sqq - sq * sq;
-        if (det <= 0) continue;
-        float s = (n * sqx - sq * sx) / det, b = (sx - s * sq) / n;
-        if (b > 0) { b = 0; s = sqq > 0 ? sqx / sqq : 0; } /* the min must stay <= 0 */
-        if (s <= 0) continue;
-        double err = quant_affine_err(s, b, sq, sqq, sqx, sx, sxx);
-        if (err < best_err) { best_err = err; best_s = s; best_b = b; }
+    float mean = sum4(px) * (1.0f / 32.0f), range = hi - lo, ir = 1.0f / range;
+    float u[32], v[32], pu[4] = {0}; /* [32] centred and [32] zero-based, both divided by the range */
+    for (int i = 0; i < 32; i++) {
+        u[i] = (x[i] - mean) * ir;
+        v[i] = (x[i] - lo) * ir;
+        pu[i & 3] += u[i];
     }
-    *m_out = -best_b;
-    return best_s;
+    float su = sum4(pu), sq, sqq, sqx;
+    quant_affine_best best = {0, 1.0f, 0, 0, 0, 0, nm};
+    for (int k = -QUANT_FIT_HALF; k <= QUANT_FIT_HALF; k++) {
+        float c = quant_fit_cand(nmax, k);
+        quant_affine_pass(v, u, c, top, c > nm + 0.25f, &sq, &sqq, &sqx);
+        quant_affine_score(&best, c, sq, sqq, sqx, su);
+    }
+    const float c1 = best.c, h = 0.5f * QUANT_FIT_STEP;
+    for (int r = -1; r <= 1; r += 2) {
+        float c = r < 0 ? c1 - h : c1 + h;
+        quant_affine_pass(v, u, c, top, 1, &sq, &sqq, &sqx);
+        quant_affine_score(&best, c, sq, sqq, sqx, su);
+    }
+    /* back to x: s = su' * range, b = bu * range + mean */
+    float sn = best.num / best.det, s = sn * range, b = ((su - sn * best.sq) * (1.0f / 32.0f)) * range + mean;
+    if (b > 0) { /* the min must stay >= 0: refit s alone, sum(q x) = range sqx + mean sq */
+        b = 0;
+        s = best.sqq > 0 ? (range * best.sqx + mean * best.sq) / best.sqq : 0;
+    }
+    if (!(best.g > 0 && s > 0)) { s = range / nm; b = lo; } /* no usable candidate: plain min/max */
+    *m_out = -b;
+    return s;
 }
 
-/* Fits x[0..16) ≈ s*q with q in [-nmax, nmax-1] (Q6_K's sub-block model); s may be negative so
- * that the largest magnitude can use the extra negative code. Same candidates-and-refit search;
- * for a least-squares s the error is sum(x^2) - sqx^2/sqq, so the largest sqx^2/sqq wins. */
+/* Fits x[0..16) ~ s*q with q in [-nmax, nmax-1] (Q6_K's sub-block model); s may be negative so
+ * that the largest magnitude can use the extra negative code. On y = -x / max (|y| <= 1, the
+ * largest-magnitude element at -1): codes q = clamp(rint(c y)) for a grid of 5 candidates
+ * c = nmax + QUANT_SYM_STEP k and the best one's two neighbours at half the step (7 passes: with
+ * 64 levels the coarser grid measured the same RMSE as 21 candidates at step 0.1); for a least-squares s the error is sum(y^2) - sqy^2 / sqq, so
+ * the largest sqy^2 / sqq wins (compared cross-multiplied). The upper clamp always acts (c y
+ * reaches c >= nmax - 1 at y = 1 when the sign allows), the lower one only for c > nmax + 0.25. */
+static inline void quant_sym_pass(const float *y, float c, float top, float bot, int clamp_lo, float *sqq,
+                                  float *sqx) {
+    float aa = 0, p[4] = {0};
+    for (int i = 0; i < 16; i++) {
+        float t = quant_minf(fmaf(y[i], c, QUANT_MAGIC), top);
+        if (clamp_lo) t = quant_maxf(t, bot);
+        float q = t - QUANT_MAGIC;
+        aa += q * q;
+        p[i & 3] = fmaf(q, y[i], p[i & 3]);
+    }
+    *sqq = aa, *sqx = sum4(p);
+}
+
+typedef struct { float g, sqq, sqx, c; } quant_sym_best;
+
+static inline void quant_sym_score(quant_sym_best *b, float c, float sqq, float sqx) {
+    float g = sqx * sqx;
+    if (sqq > 0 && g * b->sqq > b->g * sqq) *b = (quant_sym_best){g, sqq, sqx, c};
+}
+
 static float quant_fit_symmetric(const float *x, int nmax) {
     float amax = 0, max = 0;
     for (int i = 0; i < 16; i++)
         if (fabsf(x[i]) > amax) { amax = fabsf(x[i]); max = x[i]; }
     if (amax == 0) return 0;
-    const float qlo = -(float)nmax, qhi = (float)(nmax - 1);
-    float best_s = 0, best_gain = -1;
-    for (int k = -10; k <= 10; k++) {
-        float is = -((float)nmax + 0.1f * (float)k) / max, sqq = 0, pqx[4] = {0};
-        for (int i = 0; i < 16; i++) {
-            float q = (float)quant_rint_clamp(is * x[i], qlo, qhi);
-            sqq += q * q; pqx[i & 3] += q * x[i];
-        }
-        if (sqq <= 0) continue;
-        float sqx = sum4(pqx), gain = sqx * sqx / sqq;
-        if (gain > best_gain) { best_gain = gain; best_s = sqx / sqq; }
+    const float nm = (float)nmax, top = (nm - 1.0f) + QUANT_MAGIC, bot = QUANT_MAGIC - nm, inv = -1.0f / max;
+    float y[16], sqq, sqx; /* [16] */
+    for (int i = 0; i < 16; i++) y[i] = x[i] * inv;
+    quant_sym_best best = {-1.0f, 1.0f, 0, nm};
+    for (int k = -QUANT_SYM_HALF; k <= QUANT_SYM_HALF; k++) {
+        float c = quant_sym_cand(nmax, k);
+        quant_sym_pass(y, c, top, bot, c > nm + 0.25f, &sqq, &sqx);
+        quant_sym_score(&best, c, sqq, sqx);
     }
-    return best_s;
+    const float c1 = best.c, h = 0.5f * QUANT_SYM_STEP;
+    for (int r = -1; r <= 1; r += 2) {
+        float c = r < 0 ? c1 - h : c1 + h;
+        quant_sym_pass(y, c, top, bot, 1, &sqq, &sqx);
+        quant_sym_score(&best, c, sqq, sqx);
+    }
+    /* s for x = -max * y; 0 / 1 where no candidate had a code */
+    return (best.sqx / best.sqq) * -max;
 }
 
 void quant_k4_pack_scales(const float s[8], const float m[8], uint16_t *d_out, uint16_t *dmin_out, uint8_t scales[12],
@@ -421,7 +483,7 @@ static void qz_k4_common(const float *x, int nmax, uint16_t *d, uint16_t *dmin, 
     quant_k4_pack_scales(s, m, d, dmin, scales, ds, dm);
     for (int j = 0; j < 8; j++)
         for (int l = 0; l < 32; l++)
-            q[32 * j + l] = (uint8_t)(ds[j] > 0 ? quant_rint_clamp((x[32 * j + l] + dm[j]) / ds[j], 0, (float)nmax) : 0);
+            q[32 * j + l] = (uint8_t)(ds[j] > 0 ? quant_rint_clamp((x[32 * j + l] + dm[j]) * quant_recip(ds[j]), 0, (float)nmax) : 0);
 }
 
 static void qz_q4_K(const float *x, ll_block_q4_K *b) {
@@ -451,7 +513,7 @@ static void qz_q6_K(const float *x, ll_block_q6_K *b) {
     memset(b->qh, 0, sizeof(b->qh));
     for (int i = 0; i < 256; i++) {
         float dsi = ds[i / 16];
-        int q = (dsi != 0 ? quant_rint_clamp(x[i] / dsi, -32, 31) : 0) + 32;
+        int q = (dsi != 0 ? quant_rint_clamp(x[i] * quant_recip(dsi), -32, 31) : 0) + 32;
         int h = i / 128, r = i % 128, g = r / 32, l = r % 32;
         b->ql[64 * h + l + 32 * (g & 1)] |= (uint8_t)((q & 0xf) << (g < 2 ? 0 : 4));
         b->qh[32 * h + l] |= (uint8_t)((q >> 4) << (2 * g));

@@ -771,8 +771,8 @@ T_VNNI static float avx512_dot_bf16(const void *row, const float *x, int64_t n) 
  *
  * Weight-row quantizers for Q4_K, Q5_K, Q6_K (sub-block fits in quant_x86_kfit.h, one sub-block
  * per lane) and Q8_0, bit-identical to quant_ref.c: the fits repeat the reference's operations
- * lane by lane, the super-block scales go through the reference's own quant_k4_pack_scales /
- * quant_q6_pack_scales, and the codes are the same element-wise IEEE divisions and roundings.
+ * lane by lane, the super-block scales repeat quant_k4_pack_scales / quant_q6_pack_scales on
+ * vectors, and the codes are the same element-wise IEEE products and roundings.
  * AVX-512 fits 16 sub-blocks at a time (two Q4_K/Q5_K blocks, or one Q6_K block).
  */
 
@@ -808,12 +808,12 @@ T_AVX2 static inline void q6_transpose(const float *x, int j0, float *xt, int w,
     for (int i0 = 0; i0 < 16; i0 += 8) tr8x8(x + 16 * j0 + i0, 16, xt + i0 * w + off, (size_t)w);
 }
 
-/* 32 rounded codes as bytes: quant_rint_clamp(v[e] / ds + (bias), lo, hi) + add, for the 32
- * floats at x, where v = x + dm (K4) or x (Q6_K: ds0 for the first 16, ds1 for the rest). */
-T_AVX2 static inline __m256i codes32(const float *x, __m256 dm, __m256 ds0, __m256 ds1, __m256 lo, __m256 hi, __m256i add) {
+/* 32 rounded codes as bytes: quant_rint_clamp(v[e] * id, lo, hi) + add, for the 32 floats at
+ * x, where v = x + dm (K4) or x (Q6_K: id0 for the first 16, id1 for the rest), id = 1 / ds. */
+T_AVX2 static inline __m256i codes32(const float *x, __m256 dm, __m256 id0, __m256 id1, __m256 lo, __m256 hi, __m256i add) {
     __m256i c[4];
     for (int k = 0; k < 4; k++) {
-        __m256 v = _mm256_div_ps(_mm256_add_ps(_mm256_loadu_ps(x + 8 * k), dm), k < 2 ? ds0 : ds1);
+        __m256 v = _mm256_mul_ps(_mm256_add_ps(_mm256_loadu_ps(x + 8 * k), dm), k < 2 ? id0 : id1);
         v = _mm256_max_ps(_mm256_min_ps(v, hi), lo);
         c[k] = _mm256_add_epi32(_mm256_cvtps_epi32(v), add); /* round to nearest even (MXCSR default), as the reference */
     }
@@ -821,17 +821,93 @@ T_AVX2 static inline __m256i codes32(const float *x, __m256 dm, __m256 ds0, __m2
     return _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
+/* The largest of 8 floats, NaN and values <= 0 counted as +0: the reference's fold
+ * m = quant_maxf(v[j], m) from m = 0, which is order-free once those lanes are +0. */
+T_AVX2 static inline float hmax_pos(__m256 v) {
+    v = _mm256_max_ps(v, _mm256_setzero_ps()); /* v > 0 ? v : +0 (NaN -> +0) */
+    __m128 a = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    a = _mm_max_ps(a, _mm_movehl_ps(a, a));
+    return _mm_cvtss_f32(_mm_max_ss(a, _mm_movehdup_ps(a)));
+}
+
+/* quant_rint_clamp on 8 lanes: clamp (minps, maxps as quant_minf / quant_maxf), round by the
+ * magic constant, convert (exact: whole numbers) */
+T_AVX2 static inline __m256i rint_clamp8(__m256 v, float lo, float hi) {
+    const __m256 magic = _mm256_set1_ps(QUANT_MAGIC);
+    v = _mm256_max_ps(_mm256_min_ps(v, _mm256_set1_ps(hi)), _mm256_set1_ps(lo));
+    return _mm256_cvttps_epi32(_mm256_sub_ps(_mm256_add_ps(v, magic), magic));
+}
+
+/* ll_f32_to_f16 / ll_f16_to_f32 by F16C for the super-block scales: IEEE round-to-nearest-even
+ * both, so equal to base.c's for every non-NaN value (the scales here never are NaN: the
+ * maxima drop NaN lanes). */
+T_AVX2 static inline uint16_t f32_to_f16_nn(float f) {
+    return (uint16_t)_mm_extract_epi16(_mm_cvtps_ph(_mm_set_ss(f), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), 0);
+}
+
+/* quant_k4_pack_scales (quant_ref.c) with the 16 divisions and roundings on vectors; the same
+ * operations, so the same bytes. */
+T_AVX2 static inline void k4_pack_scales(const float s[8], const float m[8], uint16_t *d_out, uint16_t *dmin_out,
+                                         uint8_t scales[12], float ds[8], float dm[8]) {
+    __m256 vs = _mm256_loadu_ps(s), vm = _mm256_loadu_ps(m);
+    *d_out = f32_to_f16_nn(hmax_pos(vs) / 63.0f);
+    *dmin_out = f32_to_f16_nn(hmax_pos(vm) / 63.0f);
+    float d = h2f(*d_out), dmin = h2f(*dmin_out);
+    __m256i isc = _mm256_setzero_si256(), imn = _mm256_setzero_si256();
+    if (d > 0) isc = rint_clamp8(_mm256_div_ps(vs, _mm256_set1_ps(d)), 0.0f, 63.0f);
+    if (dmin > 0) imn = rint_clamp8(_mm256_div_ps(vm, _mm256_set1_ps(dmin)), 0.0f, 63.0f);
+    _mm256_storeu_ps(ds, _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(isc)));
+    _mm256_storeu_ps(dm, _mm256_mul_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(imn)));
+    int32_t sc[8], mn[8];
+    _mm256_storeu_si256((__m256i *)sc, isc);
+    _mm256_storeu_si256((__m256i *)mn, imn);
+    for (int j = 0; j < 4; j++) { /* inverse of quant_k4_scales */
+        scales[j] = (uint8_t)((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
+        scales[j + 4] = (uint8_t)((mn[j] & 63) | ((mn[j + 4] >> 4) << 6));
+        scales[j + 8] = (uint8_t)((sc[j + 4] & 0xf) | ((mn[j + 4] & 0xf) << 4));
+    }
+}
+
+/* quant_q6_pack_scales on vectors: the first scale of largest magnitude (NaN never wins), its
+ * fp16 d, then the 16 int8 scales. */
+T_AVX2 static inline void q6_pack_scales(const float s[16], ll_block_q6_K *b, float ds[16]) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 v0 = _mm256_loadu_ps(s), v1 = _mm256_loadu_ps(s + 8);
+    __m256 a0 = _mm256_andnot_ps(sign, v0), a1 = _mm256_andnot_ps(sign, v1);
+    float amax = LL_MAX(hmax_pos(a0), hmax_pos(a1)); /* NaN lanes count as 0, as they never win */
+    float smax = 0;
+    if (amax > 0) {
+        __m256 m = _mm256_set1_ps(amax);
+        unsigned bits = (unsigned)_mm256_movemask_ps(_mm256_cmp_ps(a0, m, _CMP_EQ_OQ)) |
+                        ((unsigned)_mm256_movemask_ps(_mm256_cmp_ps(a1, m, _CMP_EQ_OQ)) << 8);
+        smax = s[__builtin_ctz(bits)];
+    }
+    b->d = f32_to_f16_nn(smax / -128.0f);
+    float d = h2f(b->d);
+    __m256i q0 = _mm256_setzero_si256(), q1 = _mm256_setzero_si256();
+    if (d != 0) {
+        __m256 vd = _mm256_set1_ps(d);
+        q0 = rint_clamp8(_mm256_div_ps(v0, vd), -128.0f, 127.0f);
+        q1 = rint_clamp8(_mm256_div_ps(v1, vd), -128.0f, 127.0f);
+    }
+    _mm256_storeu_ps(ds, _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(q0)));
+    _mm256_storeu_ps(ds + 8, _mm256_mul_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(q1)));
+    __m128i p = _mm_packs_epi16(_mm_packs_epi32(_mm256_castsi256_si128(q0), _mm256_extracti128_si256(q0, 1)),
+                                _mm_packs_epi32(_mm256_castsi256_si128(q1), _mm256_extracti128_si256(q1, 1)));
+    _mm_storeu_si128((__m128i *)b->scales, p);
+}
+
 /* Codes of one K4 block after its fits: q[256] (bytes 0..nmax), and the scale field. */
 T_AVX2 static inline void k4_finish(const float *x, const float s[8], const float m[8], int nmax, uint16_t *d, uint16_t *dmin,
                                     uint8_t scales[12], uint8_t q[256]) {
     float ds[8], dm[8];
-    quant_k4_pack_scales(s, m, d, dmin, scales, ds, dm);
+    k4_pack_scales(s, m, d, dmin, scales, ds, dm);
     const __m256 lo = _mm256_setzero_ps(), hi = _mm256_set1_ps((float)nmax);
     for (int j = 0; j < 8; j++) {
         __m256i c = _mm256_setzero_si256();
         if (ds[j] > 0) {
-            __m256 vds = _mm256_set1_ps(ds[j]);
-            c = codes32(x + 32 * j, _mm256_set1_ps(dm[j]), vds, vds, lo, hi, _mm256_setzero_si256());
+            __m256 vid = _mm256_set1_ps(quant_recip(ds[j]));
+            c = codes32(x + 32 * j, _mm256_set1_ps(dm[j]), vid, vid, lo, hi, _mm256_setzero_si256());
         }
         _mm256_storeu_si256((__m256i *)(q + 32 * j), c);
     }
@@ -861,27 +937,11 @@ T_AVX2 static inline void q5k_pack(const uint8_t q[256], ll_block_q5_K *b) {
     _mm256_storeu_si256((__m256i *)b->qh, qh);
 }
 
-/* Q6_K codes (0..63) and packing after the 16 fits. */
-T_AVX2 static inline void q6k_finish(const float *x, const float s[16], ll_block_q6_K *b) {
-    float ds[16];
-    quant_q6_pack_scales(s, b, ds);
-    const __m256 lo = _mm256_set1_ps(-32.0f), hi = _mm256_set1_ps(31.0f), zero = _mm256_setzero_ps();
-    const __m256i add = _mm256_set1_epi32(32), m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x03);
-    __m256i q[8];
-    for (int g = 0; g < 8; g++) { /* 32 elements, scale groups 2g and 2g+1 */
-        if (ds[2 * g] != 0 && ds[2 * g + 1] != 0) {
-            q[g] = codes32(x + 32 * g, zero, _mm256_set1_ps(ds[2 * g]), _mm256_set1_ps(ds[2 * g + 1]), lo, hi, add);
-        } else { /* a zero scale: codes 32 for that half, as the reference (rare: keep it simple) */
-            uint8_t t[32];
-            for (int l = 0; l < 32; l++) {
-                float d = ds[2 * g + l / 16];
-                t[l] = (uint8_t)((d != 0 ? quant_rint_clamp(x[32 * g + l] / d, -32, 31) : 0) + 32);
-            }
-            q[g] = _mm256_loadu_si256((const __m256i *)t);
-        }
-    }
+/* Q6_K packing of the 256 codes (0..63, bytes; q[g] = elements 32g .. 32g + 31) into ql / qh. */
+T_AVX2 static inline void q6k_pack(const __m256i q[8], ll_block_q6_K *b) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x03);
     for (int h = 0; h < 2; h++) { /* element 128h + 32g + l: ql[64h + l + 32(g&1)] nibble g/2, qh[32h + l] bits 2g */
-        __m256i *Q = q + 4 * h;
+        const __m256i *Q = q + 4 * h;
         __m256i l0 = _mm256_or_si256(_mm256_and_si256(Q[0], m4), _mm256_slli_epi16(_mm256_and_si256(Q[2], m4), 4));
         __m256i l1 = _mm256_or_si256(_mm256_and_si256(Q[1], m4), _mm256_slli_epi16(_mm256_and_si256(Q[3], m4), 4));
         __m256i hb = _mm256_and_si256(_mm256_srli_epi16(Q[0], 4), m2);
@@ -894,61 +954,35 @@ T_AVX2 static inline void q6k_finish(const float *x, const float s[16], ll_block
     }
 }
 
-/* quant_affine_err (quant_ref.c) for 2 x 4 lanes in double, the same operations in the same
- * order; and the masked "err < best" update, returned as an 8-lane float mask. */
-T_AVX2 static inline void avx2_affine_err(__m256 s, __m256 b, __m256 sq, __m256 sqq, __m256 sqx, __m256 sx, __m256 sxx, __m256d e[2]) {
-    for (int h = 0; h < 2; h++) {
-#define LO_HI(v) (h ? _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)) : _mm256_cvtps_pd(_mm256_castps256_ps128(v)))
-        __m256d S = LO_HI(s), B = LO_HI(b);
-        __m256d quad = _mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(_mm256_mul_pd(S, S), LO_HI(sqq)),
-                                                   _mm256_mul_pd(_mm256_mul_pd(_mm256_set1_pd(2.0), _mm256_mul_pd(S, B)), LO_HI(sq))),
-                                     _mm256_mul_pd(_mm256_set1_pd(32.0), _mm256_mul_pd(B, B)));
-        __m256d lin = _mm256_add_pd(_mm256_mul_pd(S, LO_HI(sqx)), _mm256_mul_pd(B, LO_HI(sx)));
-        e[h] = _mm256_add_pd(_mm256_sub_pd(quad, _mm256_mul_pd(_mm256_set1_pd(2.0), lin)), LO_HI(sxx));
-#undef LO_HI
+/* The 32 codes of elements 32g .. 32g + 31 where one of their two scales is 0: code 32 for that
+ * half, as the reference (rare: kept simple). */
+T_AVX2 static inline __m256i q6k_codes_slow(const float *x, const float ds[16], int g) {
+    uint8_t t[32];
+    for (int l = 0; l < 32; l++) {
+        float d = ds[2 * g + l / 16];
+        t[l] = (uint8_t)((d != 0 ? quant_rint_clamp(x[32 * g + l] * quant_recip(d), -32, 31) : 0) + 32);
     }
+    return _mm256_loadu_si256((const __m256i *)t);
 }
 
-T_AVX2 static inline __m256 avx2_err_update(__m256 ok, const __m256d e[2], __m256d best[2]) {
-    int bits = 0;
-    for (int h = 0; h < 2; h++) {
-        __m256d lt = _mm256_cmp_pd(e[h], best[h], _CMP_LT_OQ);
-        __m256d okd = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(h ? _mm256_extractf128_si256(_mm256_castps_si256(ok), 1)
-                                                                    : _mm256_castsi256_si128(_mm256_castps_si256(ok))));
-        __m256d upd = _mm256_and_pd(lt, okd);
-        best[h] = _mm256_blendv_pd(best[h], e[h], upd);
-        bits |= _mm256_movemask_pd(upd) << (4 * h);
+/* Q6_K codes (0..63) and packing after the 16 fits. */
+T_AVX2 static inline void q6k_finish(const float *x, const float s[16], ll_block_q6_K *b) {
+    float ds[16];
+    q6_pack_scales(s, b, ds);
+    const __m256 lo = _mm256_set1_ps(-32.0f), hi = _mm256_set1_ps(31.0f), zero = _mm256_setzero_ps();
+    const __m256i add = _mm256_set1_epi32(32);
+    __m256i q[8];
+    for (int g = 0; g < 8; g++) { /* 32 elements, scale groups 2g and 2g+1 */
+        if (ds[2 * g] != 0 && ds[2 * g + 1] != 0)
+            q[g] = codes32(x + 32 * g, zero, _mm256_set1_ps(quant_recip(ds[2 * g])), _mm256_set1_ps(quant_recip(ds[2 * g + 1])), lo,
+                           hi, add);
+        else q[g] = q6k_codes_slow(x, ds, g);
     }
-    const __m256i lane = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
-    return _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(bits), lane), lane));
-}
-
-T_AVX512 static inline void avx512_affine_err(__m512 s, __m512 b, __m512 sq, __m512 sqq, __m512 sqx, __m512 sx, __m512 sxx, __m512d e[2]) {
-    for (int h = 0; h < 2; h++) {
-#define LO_HI(v) _mm512_cvtps_pd(h ? _mm256_castsi256_ps(_mm512_extracti64x4_epi64(_mm512_castps_si512(v), 1)) : _mm512_castps512_ps256(v))
-        __m512d S = LO_HI(s), B = LO_HI(b);
-        __m512d quad = _mm512_add_pd(_mm512_add_pd(_mm512_mul_pd(_mm512_mul_pd(S, S), LO_HI(sqq)),
-                                                   _mm512_mul_pd(_mm512_mul_pd(_mm512_set1_pd(2.0), _mm512_mul_pd(S, B)), LO_HI(sq))),
-                                     _mm512_mul_pd(_mm512_set1_pd(32.0), _mm512_mul_pd(B, B)));
-        __m512d lin = _mm512_add_pd(_mm512_mul_pd(S, LO_HI(sqx)), _mm512_mul_pd(B, LO_HI(sx)));
-        e[h] = _mm512_add_pd(_mm512_sub_pd(quad, _mm512_mul_pd(_mm512_set1_pd(2.0), lin)), LO_HI(sxx));
-#undef LO_HI
-    }
-}
-
-T_AVX512 static inline __mmask16 avx512_err_update(__mmask16 ok, const __m512d e[2], __m512d best[2]) {
-    __mmask8 u0 = _mm512_mask_cmp_pd_mask((__mmask8)(ok & 0xff), e[0], best[0], _CMP_LT_OQ);
-    __mmask8 u1 = _mm512_mask_cmp_pd_mask((__mmask8)(ok >> 8), e[1], best[1], _CMP_LT_OQ);
-    best[0] = _mm512_mask_blend_pd(u0, best[0], e[0]);
-    best[1] = _mm512_mask_blend_pd(u1, best[1], e[1]);
-    return (__mmask16)(u0 | (u1 << 8));
+    q6k_pack(q, b);
 }
 
 /* ---- the fits, 8 lanes (AVX2) */
 #define KF_W 8
-#define VD __m256d
-#define KF_ERR(s, b, sq, sqq, sqx, sx, sxx, e) avx2_affine_err(s, b, sq, sqq, sqx, sx, sxx, e)
-#define KF_UPD(ok, e, best) avx2_err_update(ok, e, best)
 #define KF_FN(name) T_AVX2 static void avx2_##name
 #define VF __m256
 #define VM __m256
@@ -959,6 +993,7 @@ T_AVX512 static inline __mmask16 avx512_err_update(__mmask16 ok, const __m512d e
 #define V_ADD(a, b) _mm256_add_ps(a, b)
 #define V_SUB(a, b) _mm256_sub_ps(a, b)
 #define V_MUL(a, b) _mm256_mul_ps(a, b)
+#define V_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
 #define V_DIV(a, b) _mm256_div_ps(a, b)
 #define V_MIN(a, b) _mm256_min_ps(a, b) /* a < b ? a : b, as quant_minf */
 #define V_MAX(a, b) _mm256_max_ps(a, b) /* a > b ? a : b, as quant_maxf */
@@ -975,9 +1010,7 @@ T_AVX512 static inline __mmask16 avx512_err_update(__mmask16 ok, const __m512d e
 #define V_ANY(m) (_mm256_movemask_ps(m) != 0)
 #include "quant_x86_kfit.h"
 #undef KF_W
-#undef VD
-#undef KF_ERR
-#undef KF_UPD
+#undef V_FMA
 #undef KF_FN
 #undef VF
 #undef VM
@@ -1005,9 +1038,6 @@ T_AVX512 static inline __mmask16 avx512_err_update(__mmask16 ok, const __m512d e
 
 /* ---- the fits, 16 lanes (AVX-512) */
 #define KF_W 16
-#define VD __m512d
-#define KF_ERR(s, b, sq, sqq, sqx, sx, sxx, e) avx512_affine_err(s, b, sq, sqq, sqx, sx, sxx, e)
-#define KF_UPD(ok, e, best) avx512_err_update(ok, e, best)
 #define KF_FN(name) T_AVX512 static void avx512_##name
 #define VF __m512
 #define VM __mmask16
@@ -1018,6 +1048,7 @@ T_AVX512 static inline __mmask16 avx512_err_update(__mmask16 ok, const __m512d e
 #define V_ADD(a, b) _mm512_add_ps(a, b)
 #define V_SUB(a, b) _mm512_sub_ps(a, b)
 #define V_MUL(a, b) _mm512_mul_ps(a, b)
+#define V_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
 #define V_DIV(a, b) _mm512_div_ps(a, b)
 #define V_MIN(a, b) _mm512_min_ps(a, b)
 #define V_MAX(a, b) _mm512_max_ps(a, b)
@@ -1034,9 +1065,7 @@ T_AVX512 static inline __mmask16 avx512_err_update(__mmask16 ok, const __m512d e
 #define V_ANY(m) ((m) != 0)
 #include "quant_x86_kfit.h"
 #undef KF_W
-#undef VD
-#undef KF_ERR
-#undef KF_UPD
+#undef V_FMA
 #undef KF_FN
 #undef VF
 #undef VM
@@ -1070,7 +1099,7 @@ T_AVX2 static void avx2_quant_q4_K(const float *src, void *dst, int64_t n) {
     ll_block_q4_K *b = dst;
     for (int64_t i = 0; i < n / LL_QK_K; i++, src += LL_QK_K) {
         k4_transpose(src, xt, 8, 0);
-        avx2_fit_affine(xt, 15.0f, s, m);
+        avx2_fit_affine(xt, 15, s, m);
         k4_finish(src, s, m, 15, &b[i].d, &b[i].dmin, b[i].scales, q);
         q4k_pack(q, &b[i]);
     }
@@ -1082,7 +1111,7 @@ T_AVX2 static void avx2_quant_q5_K(const float *src, void *dst, int64_t n) {
     ll_block_q5_K *b = dst;
     for (int64_t i = 0; i < n / LL_QK_K; i++, src += LL_QK_K) {
         k4_transpose(src, xt, 8, 0);
-        avx2_fit_affine(xt, 31.0f, s, m);
+        avx2_fit_affine(xt, 31, s, m);
         k4_finish(src, s, m, 31, &b[i].d, &b[i].dmin, b[i].scales, q);
         q5k_pack(q, &b[i]);
     }
@@ -1100,6 +1129,46 @@ T_AVX2 static void avx2_quant_q6_K(const float *src, void *dst, int64_t n) {
     }
 }
 
+/* 16 rounded codes as bytes, quant_rint_clamp((x + dm) * id, lo, hi) + add, on one 16-lane
+ * vector (cvtps2dq rounds to nearest even, as the magic constant does, on the clamped value). */
+T_AVX512 static inline __m128i codes16_512(const float *x, float dm, float id, float lo, float hi, int add) {
+    __m512 v = _mm512_mul_ps(_mm512_add_ps(_mm512_loadu_ps(x), _mm512_set1_ps(dm)), _mm512_set1_ps(id));
+    v = _mm512_max_ps(_mm512_min_ps(v, _mm512_set1_ps(hi)), _mm512_set1_ps(lo));
+    return _mm512_cvtepi32_epi8(_mm512_add_epi32(_mm512_cvtps_epi32(v), _mm512_set1_epi32(add)));
+}
+
+/* k4_finish with 16 lanes: a sub-block of 32 is two vectors. */
+T_AVX512 static inline void k4_finish512(const float *x, const float s[8], const float m[8], int nmax, uint16_t *d, uint16_t *dmin,
+                                         uint8_t scales[12], uint8_t q[256]) {
+    float ds[8], dm[8];
+    k4_pack_scales(s, m, d, dmin, scales, ds, dm);
+    for (int j = 0; j < 8; j++) {
+        __m128i c0 = _mm_setzero_si128(), c1 = _mm_setzero_si128();
+        if (ds[j] > 0) {
+            float id = quant_recip(ds[j]);
+            c0 = codes16_512(x + 32 * j, dm[j], id, 0.0f, (float)nmax, 0);
+            c1 = codes16_512(x + 32 * j + 16, dm[j], id, 0.0f, (float)nmax, 0);
+        }
+        _mm_storeu_si128((__m128i *)(q + 32 * j), c0);
+        _mm_storeu_si128((__m128i *)(q + 32 * j + 16), c1);
+    }
+}
+
+/* q6k_finish with 16 lanes: one vector per scale group. */
+T_AVX512 static inline void q6k_finish512(const float *x, const float s[16], ll_block_q6_K *b) {
+    float ds[16];
+    q6_pack_scales(s, b, ds);
+    __m256i q[8];
+    for (int g = 0; g < 8; g++) {
+        if (ds[2 * g] != 0 && ds[2 * g + 1] != 0) {
+            __m128i c0 = codes16_512(x + 32 * g, 0.0f, quant_recip(ds[2 * g]), -32.0f, 31.0f, 32);
+            __m128i c1 = codes16_512(x + 32 * g + 16, 0.0f, quant_recip(ds[2 * g + 1]), -32.0f, 31.0f, 32);
+            q[g] = _mm256_inserti128_si256(_mm256_castsi128_si256(c0), c1, 1);
+        } else q[g] = q6k_codes_slow(x, ds, g);
+    }
+    q6k_pack(q, b);
+}
+
 /* Two K4 blocks per 16-lane fit; an odd last block goes through the 8-lane fit. */
 T_AVX512 static void avx512_quant_k4(const float *src, uint8_t *dst, int64_t n, int nmax, size_t bb) {
     float xt[32 * 16] __attribute__((aligned(64))), s[16] __attribute__((aligned(64))), m[16] __attribute__((aligned(64)));
@@ -1109,16 +1178,16 @@ T_AVX512 static void avx512_quant_k4(const float *src, uint8_t *dst, int64_t n, 
         const float *x = src + i * LL_QK_K;
         k4_transpose(x, xt, 16, 0);
         k4_transpose(x + LL_QK_K, xt, 16, 8);
-        avx512_fit_affine(xt, (float)nmax, s, m);
+        avx512_fit_affine(xt, nmax, s, m);
         for (int h = 0; h < 2; h++) {
             const float *xh = x + h * LL_QK_K;
             if (nmax == 15) {
                 ll_block_q4_K *b = (ll_block_q4_K *)(dst + (size_t)(i + h) * bb);
-                k4_finish(xh, s + 8 * h, m + 8 * h, nmax, &b->d, &b->dmin, b->scales, q);
+                k4_finish512(xh, s + 8 * h, m + 8 * h, nmax, &b->d, &b->dmin, b->scales, q);
                 q4k_pack(q, b);
             } else {
                 ll_block_q5_K *b = (ll_block_q5_K *)(dst + (size_t)(i + h) * bb);
-                k4_finish(xh, s + 8 * h, m + 8 * h, nmax, &b->d, &b->dmin, b->scales, q);
+                k4_finish512(xh, s + 8 * h, m + 8 * h, nmax, &b->d, &b->dmin, b->scales, q);
                 q5k_pack(q, b);
             }
         }
@@ -1139,7 +1208,7 @@ T_AVX512 static void avx512_quant_q6_K(const float *src, void *dst, int64_t n) {
         q6_transpose(src, 0, xt, 16, 0);
         q6_transpose(src, 8, xt, 16, 8);
         avx512_fit_symmetric(xt, 32, s);
-        q6k_finish(src, s, &b[i]);
+        q6k_finish512(src, s, &b[i]);
     }
 }
 
@@ -1152,7 +1221,7 @@ T_AVX2 static void avx2_quant_q8_0(const float *src, void *dst, int64_t n) {
         __m256 v[4], am = _mm256_setzero_ps();
         for (int k = 0; k < 4; k++) {
             v[k] = _mm256_loadu_ps(src + 8 * k);
-            am = _mm256_max_ps(am, _mm256_andnot_ps(sign, v[k]));
+            am = _mm256_max_ps(_mm256_andnot_ps(sign, v[k]), am); /* NaN -> am, as fmaxf skips it */
         }
         __m128 a = _mm_max_ps(_mm256_castps256_ps128(am), _mm256_extractf128_ps(am, 1));
         a = _mm_max_ps(a, _mm_movehl_ps(a, a));
