@@ -13,7 +13,10 @@ S=${LILAC_SHARED:-../shared}
 W=.cuda-wt/stage
 rm -rf "$W" && mkdir -p "$W/lab" "$W/lib" "$W/shared/fixtures"
 cp "$B/lilac" "$B/tests/gpu/gpu_test" dev/gpu_session.sh "$W/"
-[ -d "$B/lab" ] && [ -z "${NOLAB:-}" ] && cp "$B"/lab/* "$W/lab/"  # NOLAB=1: without the lab (smaller)
+strip --strip-debug "$W/lilac" "$W/gpu_test"  # the carry limit is 64 MiB
+# NOLAB=1: without the lab (smaller); LAB="gdn_chunk attn": only those lab programs
+if [ -n "${LAB:-}" ]; then for k in $LAB; do cp "$B/lab/$k" "$W/lab/"; done
+elif [ -d "$B/lab" ] && [ -z "${NOLAB:-}" ]; then cp "$B"/lab/* "$W/lab/"; fi
 # the libraries the GPU machine lacks (and theirs); everything else lilac links is there
 for n in libcjson.so.1 libutf8proc.so.2 libmicrohttpd.so.12 libgnutls.so.30 libidn2.so.0 libunistring.so.2 \
          libp11-kit.so.0 libtasn1.so.6 libnettle.so.8 libhogweed.so.6 libgmp.so.10 libffi.so.8 libpcre2-8.so.0; do

@@ -55,7 +55,13 @@ static void check(int ok, const char *fmt, ...) {
     if (!ok) g_fail++;
 }
 
-typedef struct cmp_stats { double max_abs, max_ref, mean_kl; int top1, rows; } cmp_stats;
+/* kl_trim: the mean KL without the worst ceil(rows / 50) rows (see check_close_trim) */
+typedef struct cmp_stats { double max_abs, max_ref, mean_kl, kl_trim; int top1, rows; } cmp_stats;
+
+static int cmp_double_desc(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x < y) - (x > y);
+}
 
 static int argmaxf(const float *x, int n) {
     int b = 0;
@@ -67,6 +73,7 @@ static int argmaxf(const float *x, int n) {
 static cmp_stats compare(const float *ref, const float *got, int rows, int V) {
     cmp_stats s = {0};
     s.rows = rows;
+    double *rkl = malloc((size_t)rows * sizeof(double));
     for (int r = 0; r < rows; r++) {
         const float *a = ref + (size_t)r * V, *b = got + (size_t)r * V;
         double ma = -1e30, mb = -1e30;
@@ -86,9 +93,14 @@ static cmp_stats compare(const float *ref, const float *got, int rows, int V) {
             kl += pa * (lpa - lpb);
         }
         s.mean_kl += kl / rows;
+        rkl[r] = kl;
         int ga = argmaxf(a, V), gb = argmaxf(b, V);
         s.top1 += ga == gb || a[gb] >= a[ga] - NEAR_TIE; /* a near-tie in the reference counts as agreement */
     }
+    qsort(rkl, (size_t)rows, sizeof(double), cmp_double_desc);
+    int drop = (rows + 49) / 50;
+    for (int r = drop; r < rows; r++) s.kl_trim += rkl[r] / (rows - drop);
+    free(rkl);
     return s;
 }
 
@@ -117,6 +129,24 @@ static void check_close_yard(const char *what, const float *ref, const float *go
     else
         check(sane && abs_ok, "%s: top-1 %d/%d, mean KL %.2e, max |d| %.4f (max |ref| %.2f)", what, s.top1, rows, s.mean_kl, s.max_abs,
               s.max_ref);
+}
+
+/* As check_close for a prefill with bf16 GEMM operands (the GPU) against a path without them (fp32
+ * reference, CPU backend): the KL bound applies to the mean without the worst 2 % of rows, and those
+ * rows may also lose top-1. Why: a bf16 operand rounding can swap two experts whose router scores
+ * are within ~1 % of each other, and one such row carries 0.1-0.3 nats (session 3,
+ * dev/kernels/gdn_kl_emu.py: on the tiny fixture 81 % of an emulated 3.7e-3 mean KL is two such
+ * rows; which rows flip depends on summation order, so the mean moves by ~1e-3 between equally exact
+ * kernels). The untrimmed mean (<= 1e-2) and max |d| are still bounded, so a wrong path fails. */
+static void check_close_trim(const char *what, const float *ref, const float *got, int rows, int V, const cmp_stats *yard,
+                             const char *yname) {
+    cmp_stats s = compare(ref, got, rows, V);
+    int drop = (rows + 49) / 50, miss = rows - s.top1, allowed = (rows / 100 > 1 ? rows / 100 : 1) + drop;
+    int ok = s.max_abs <= 0.35 * s.max_ref && miss <= allowed && s.kl_trim <= 5e-3 && s.mean_kl <= 1e-2;
+    char y[160] = "";
+    if (yard) snprintf(y, sizeof(y), "; %s: top-1 %d/%d, mean KL %.2e, trimmed %.2e", yname, yard->top1, yard->rows, yard->mean_kl, yard->kl_trim);
+    check(ok, "%s: top-1 %d/%d, mean KL %.2e, without the worst %d rows %.2e, max |d| %.4f (max |ref| %.2f)%s", what, s.top1, rows,
+          s.mean_kl, drop, s.kl_trim, s.max_abs, s.max_ref, y);
 }
 
 static void rand_tokens(int32_t *t, int n, int V, uint64_t seed) {
@@ -231,6 +261,51 @@ static void test_lazy_equal(const char *preset) {
     qwen_model_free_synthetic(b);
 }
 
+/* The persistent decode kernel (k_persist.cuh, the default) against the per-kernel decode
+ * (LILAC_CUDA_PERSIST=0) on the same weights: a prefill of P tokens, then D tokens decoded one by
+ * one. The two compute the same q8 dots but sum them in other orders (and the per-kernel MoE uses
+ * the bulk-copy kernels); a rounding difference can move an activation's q8 code by one, which the
+ * next layers carry on (session 3: 5e-7 of the range on tiny, 4e-3 on the 4-layer 35B preset, whose
+ * fp32 reference itself differs from both by 1e-2). So: every row's argmax equal and max |d| <= 1e-2
+ * of the logits' range, and the same greedy tokens from generate. */
+static void test_persist_equal(const char *preset, int P, int D) {
+    qwen_model *m = NULL;
+    if (qwen_model_synthetic(preset, 21, &m) != LL_OK) { check(0, "synthetic: %s", ll_errmsg()); return; }
+    int V = m->hp.n_vocab;
+    int32_t *tok = malloc((size_t)(P + D) * 4);
+    rand_tokens(tok, P + D, V, 23);
+    float *lg[2] = {malloc((size_t)D * V * 4), malloc((size_t)D * V * 4)};
+    int32_t gen[2][8];
+    int okrun = 1;
+    for (int k = 0; k < 2 && okrun; k++) {
+        setenv("LILAC_CUDA_PERSIST", k ? "0" : "1", 1);
+        ll_backend *be = mk_backend(m, 64);
+        if (!be) { okrun = 0; break; }
+        ll_seq *s = NULL;
+        okrun = be->v->seq_new(be, P + D + 16, &s) == LL_OK && be->v->forward(be, s, tok, P, LL_LOGITS_NONE, NULL) == LL_OK;
+        for (int i = 0; i < D && okrun; i++) okrun = be->v->forward(be, s, tok + P + i, 1, LL_LOGITS_LAST, lg[k] + (size_t)i * V) == LL_OK;
+        if (okrun) okrun = cuda_backend_generate(be, s, tok[P], 8, gen[k]) == LL_OK;
+        if (!okrun) check(0, "%s: persistent decode: %s", preset, ll_errmsg());
+        be->v->seq_free(be, s);
+        ll_backend_free(be);
+    }
+    unsetenv("LILAC_CUDA_PERSIST");
+    if (okrun) {
+        int same = 0;
+        float md = 0, range = 0;
+        for (int i = 0; i < D; i++) {
+            const float *a = lg[0] + (size_t)i * V, *b = lg[1] + (size_t)i * V;
+            same += argmaxf(a, V) == argmaxf(b, V);
+            for (int v = 0; v < V; v++) { md = fmaxf(md, fabsf(a[v] - b[v])); range = fmaxf(range, fabsf(b[v])); }
+        }
+        check(same == D && md <= 1e-2f * range, "%s: persistent decode vs per-kernel decode, %d rows after %d: argmax %d/%d, max |d| %.3g (max |logit| %.3g)",
+              preset, D, P, same, D, md, range);
+        check(!memcmp(gen[0], gen[1], sizeof(gen[0])), "%s: persistent greedy generate equals the per-kernel one (8 tokens)", preset);
+    }
+    free(lg[0]); free(lg[1]); free(tok);
+    qwen_model_free_synthetic(m);
+}
+
 /* Long context: prefill P tokens; the decode of token P must match prefilling P+1 tokens; save/load
  * round trip; greedy generate on the device equals forward + host argmax. */
 static void test_long(const char *preset, int P, int chunk) {
@@ -315,9 +390,18 @@ static void test_vs_cpu(const char *preset, int n, int chunk, int greedy) {
     gpu->v->seq_new(gpu, n + greedy + 1, &sg);
     ll_status st = cpu->v->forward(cpu, sc, tok, n, LL_LOGITS_ALL, lc);
     if (st == LL_OK) st = gpu->v->forward(gpu, sg, tok, n, LL_LOGITS_ALL, lg);
-    char what[160];
-    snprintf(what, sizeof(what), "%s: GPU vs CPU backend logits, %d tokens (GPU chunks of %d)", preset, n, chunk);
-    if (st == LL_OK) check_close(what, lc, lg, n, V); else check(0, "%s: %s", what, ll_errmsg());
+    char what[200];
+    /* Both backends approximate the fp32 reference (ref_model.h) differently (GPU: bf16 GEMM
+     * operands; CPU: q8_K activations), so their mutual top-1 agreement on random-weight logits,
+     * whose top-2 gaps are often smaller than either's error, is noise (37-39 of 40 across runs).
+     * The GPU is held to the fp32 reference with the CPU backend's own distance as the yardstick. */
+    float *lr = malloc((size_t)n * V * 4);
+    ref_run(m, tok, n, lr, 0, NULL, NULL);
+    cmp_stats yc = compare(lr, lc, n, V), gc_ = compare(lc, lg, n, V);
+    snprintf(what, sizeof(what), "%s: GPU prefill logits vs fp32 reference, %d tokens (GPU chunks of %d; GPU vs CPU: top-1 %d/%d, mean KL %.2e)",
+             preset, n, chunk, gc_.top1, n, gc_.mean_kl);
+    if (st == LL_OK) check_close_yard(what, lr, lg, n, V, &yc, "CPU backend"); else check(0, "%s: %s", what, ll_errmsg());
+    free(lr);
     /* greedy: CPU token by token (host argmax) vs the GPU's on-device loop */
     memcpy(last, lc + (size_t)(n - 1) * V, (size_t)V * 4);
     float gap0 = 1e9f;
@@ -396,7 +480,7 @@ static void test_fixture(const char *name, int chunk) {
         char what[160];
         ll_status st = be->v->forward(be, s, tok, T, LL_LOGITS_ALL, lg);
         snprintf(what, sizeof(what), "fixture %s: prefill logits (%d tokens, chunks of %d) vs HF fp32", name, T, chunk);
-        if (st == LL_OK) check_close_yard(what, tl->data, lg, T, V, ypp, "CPU on bf16 weights"); else check(0, "%s: %s", what, ll_errmsg());
+        if (st == LL_OK) check_close_trim(what, tl->data, lg, T, V, ypp, "CPU on bf16 weights"); else check(0, "%s: %s", what, ll_errmsg());
         be->v->seq_reset(be, s);
         /* decode.logits row j = logits after position P-1+j: row 0 from the prefill, then one row
          * per fed token P..T-2 */
@@ -444,10 +528,12 @@ int main(int argc, char **argv) {
 #endif
 #ifdef HAVE_CPU_BACKEND
     test_vs_cpu("tiny", 300, 64, 64);
-    /* 40 rows ("all but one" must agree). With 200 rows the agreement is lower (191/200, max |d|
-     * 2.08, greedy 8 of 16 in session 2: docs/notes.md, open item) */
+    /* 40 rows against the fp32 reference. GPU vs CPU directly: 191/200 rows, max |d| 2.08 at 200
+     * (session 2: docs/notes.md, open item) */
     if (!quick) test_vs_cpu("qwen3.6-35b-a3b-L4", 40, 16, 16);
 #endif
+    test_persist_equal("tiny", 40, 12);
+    if (!quick) test_persist_equal("qwen3.6-35b-a3b-L4", 300, 12);
     test_vs_ref("tiny", 70, 16, 16);
     test_lazy_equal("tiny");
     test_long("tiny", quick ? 5000 : 33000, 4096);

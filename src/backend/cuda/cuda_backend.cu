@@ -46,6 +46,7 @@ extern "C" {
 #include "k_gemv.cuh"
 #include "k_gemvq.cuh"
 #include "k_misc.cuh"
+#include "k_persist.cuh"
 
 #define CU_TRY(call)                                                                                      \
     do {                                                                                                  \
@@ -89,6 +90,7 @@ struct cu_seq {
     float *part_o, *part_ml;                      /* [max_splits][NH][HD], [max_splits][NH][2] */
     int CH, max_splits;
     cudaGraphExec_t graph;
+    pk_params *d_pk;                              /* the persistent decode kernel's parameters (device) */
     size_t bytes;
 };
 
@@ -130,8 +132,8 @@ struct cu_backend {
     int gdn_prep_mb;                      /* k_gdn_chunk_prep register cap (LILAC_CUDA_GDN_PREP_MB: 2 default, 1) */
     int gemm_bm, gemm_mb, gemm_red4;      /* prefill GEMM row tile (LILAC_CUDA_GEMM_BM=64: never 128) and vector
                                            * atomics in the MoE down scatter (LILAC_CUDA_GEMM_RED4) */
-    int gdn_chunk;                        /* LILAC_CUDA_GDN_CHUNK=1: chunked GDN prefill (k_gdn_chunk.cuh);
-                                           * default 0: the token-serial k_gdn_step (see cuda_backend_new) */
+    int gdn_chunk;                        /* 1 (default): chunked GDN prefill (k_gdn_chunk.cuh);
+                                           * LILAC_CUDA_GDN_CHUNK=0: the token-serial k_gdn_step */
     /* decode scratch */
     float *x, *qkv, *z, *ab, *o, *qg, *kb, *vb, *q, *att, *rl, *h, *logits;
     int *d_tok, *d_gen, *d_gen_n;
@@ -145,7 +147,16 @@ struct cu_backend {
     __nv_bfloat16 *Xb, *Ob, *Qb, *Hb, *Hs;
     int *ids, *cnt, *cursor, *perm, *tile_e, *tile_m0, *tile_mn, *n_tiles;
     prof_ctx prof;
+    /* persistent decode kernel (k_persist.cuh; LILAC_CUDA_PERSIST=0: the per-kernel decode_step) */
+    int persist, pk_grid, pk_empty;           /* pk_empty: LILAC_CUDA_PK_EMPTY=1, barriers only (a diagnostic) */
+    size_t pk_smem;
+    pk_layer *d_pk_layers;                        /* [n_layer] */
+    unsigned *d_pk_bar;                           /* [64]: counter, epoch, released target at [32] */
+    int *d_pk_err, *h_pk_err;                     /* barrier timeout flag (h_: pinned mirror) */
+    pk_params *d_pk_prof;                         /* the profiling copy of the parameters */
+    unsigned long long *d_pk_ts;                  /* [PK_MAX_TS] globaltimer stamps */
 };
+#define PK_MAX_TS 1024
 
 /* ------------------------------------------------------------------ allocation */
 
@@ -648,23 +659,72 @@ static void launch_gemm(cu_backend *b, const __nv_bfloat16 *A, int lda, const gm
 
 /* ------------------------------------------------------------------ decode */
 
+/* One layer's decode GEMVs and MoE arguments (the same for the per-kernel and the persistent path). */
+static void decode_layer_args(cu_backend *b, int l, pk_layer *pl) {
+    const qwen_hparams &hp = b->hp;
+    const dlayer &L = b->L[l];
+    int H = hp.n_embd, HV = hp.gdn_n_v_heads, E = hp.n_expert;
+    float eps = hp.rms_eps;
+    memset(pl, 0, sizeof(*pl));
+    pl->attn = hp.is_attn[l];
+    if (pl->attn) {
+        pl->idx = L.attn_idx;
+        pl->in = gemv_make(PRO_RMSNORM, b->x, H, L.attn_norm, eps);
+        gemv_add(pl->in, L.wq, b->qg, EPI_STORE);
+        gemv_add(pl->in, L.wk, b->kb, EPI_STORE);
+        gemv_add(pl->in, L.wv, b->vb, EPI_STORE);
+        pl->out = gemv_make(PRO_PLAIN, b->att, hp.n_head * hp.head_dim, NULL, eps);
+        gemv_add(pl->out, L.wo, b->x, EPI_ADD);
+        pl->q_norm = L.q_norm;
+        pl->k_norm = L.k_norm;
+    } else {
+        pl->idx = L.gdn_idx;
+        pl->in = gemv_make(PRO_RMSNORM, b->x, H, L.attn_norm, eps);
+        gemv_add(pl->in, L.wqkv, b->qkv, EPI_STORE);
+        gemv_add(pl->in, L.wz, b->z, EPI_STORE);
+        gemv_add(pl->in, L.wb, b->ab, EPI_STORE);
+        gemv_add(pl->in, L.wa, b->ab + HV, EPI_STORE);
+        pl->out = gemv_make(PRO_HEADNORM_GATED, b->o, qwen_gdn_v_dim(&hp), L.gdn_norm, eps);
+        pl->out.z = b->z;
+        pl->out.hd = hp.gdn_v_dim;
+        gemv_add(pl->out, L.wout, b->x, EPI_ADD);
+        pl->conv = L.conv;
+        pl->dt_bias = L.dt_bias;
+        pl->ssm_a = L.ssm_a;
+    }
+    pl->router = gemv_make(PRO_RMSNORM, b->x, H, L.ffn_norm, eps);
+    gemv_add(pl->router, L.router, b->rl, EPI_STORE);
+    if (hp.n_ff_shexp) gemv_add(pl->router, L.shgate, b->rl + E, EPI_STORE);
+    /* fp32 router logits: BF16 rows already dot the fp32 input in the register-prefetching path
+     * (weights loaded before the wait); quantized router weights need the slower exact path */
+    pl->router.exact = !(L.router.type == GT_BF16 && (!hp.n_ff_shexp || L.shgate.type == GT_BF16));
+    moe_args ma = {b->x, L.ffn_norm, eps, H, E, hp.n_expert_used, hp.n_ff_exp, hp.n_ff_shexp, b->rl,
+                   L.egate, L.eup, L.edown, L.sgate, L.sup, L.sdown, b->h, b->x, NULL, NULL};
+    pl->moe = ma;
+    gemv_args *gs[3] = {&pl->in, &pl->out, &pl->router};
+    for (int i = 0; i < 3; i++) {
+        gs[i]->total_rows = 0;
+        for (int j = 0; j < gs[i]->nseg; j++) gs[i]->total_rows += gs[i]->seg[j].W.rows;
+    }
+}
+
+static void decode_step_persist(cu_backend *b, cu_seq *s, const pk_params *dP);
+
 static void decode_step(cu_backend *b, cu_seq *s, int gen) {
     const qwen_hparams &hp = b->hp;
     int H = hp.n_embd, HD = hp.head_dim, NH = hp.n_head, NKV = hp.n_head_kv;
     int HV = hp.gdn_n_v_heads, DK = hp.gdn_k_dim, DV = hp.gdn_v_dim, HK = hp.gdn_n_k_heads;
-    int QK = HK * DK, CD = 2 * QK + HV * DV, VD = HV * DV, E = hp.n_expert;
+    int QK = HK * DK, CD = 2 * QK + HV * DV, E = hp.n_expert;
     float eps = hp.rms_eps;
     prof_begin(b);
     k_embed<<<1, 128, 0, b->st>>>(b->tok_embd, b->d_tok, b->x, H);
     prof_end(b, "embed", H * 0.6, 0);
     for (int l = 0; l < hp.n_layer; l++) {
         const dlayer &L = b->L[l];
+        pk_layer pl;
+        decode_layer_args(b, l, &pl);
         if (hp.is_attn[l]) {
-            gemv_args a = gemv_make(PRO_RMSNORM, b->x, H, L.attn_norm, eps);
-            gemv_add(a, L.wq, b->qg, EPI_STORE);
-            gemv_add(a, L.wk, b->kb, EPI_STORE);
-            gemv_add(a, L.wv, b->vb, EPI_STORE);
-            launch_gemv(b, a, "attn.qkv_gemv", &b->q1);
+            launch_gemv(b, pl.in, "attn.qkv_gemv", &b->q1);
             __nv_bfloat16 *kc = s->kv + (size_t)L.attn_idx * 2 * NKV * s->n_ctx * HD, *vc = kc + (size_t)NKV * s->n_ctx * HD;
             attn_prep_args pa = {b->qg, 0, b->kb, 0, b->vb, 0, L.q_norm, L.k_norm, b->inv_freq, b->q, NULL, kc, vc,
                                  s->d_pos, NH, NKV, HD, hp.n_rot, s->n_ctx, eps};
@@ -687,16 +747,9 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
             }
             k_attn_combine<<<NH, ATT_COMB_THREADS, 0, b->st>>>(da);
             prof_end(b, "attn.decode", (double)(s->pos + 1) * NKV * HD * 4, 0);
-            gemv_args o = gemv_make(PRO_PLAIN, b->att, NH * HD, NULL, eps);
-            gemv_add(o, L.wo, b->x, EPI_ADD);
-            launch_gemv(b, o, "attn.out_gemv", &b->q2);
+            launch_gemv(b, pl.out, "attn.out_gemv", &b->q2);
         } else {
-            gemv_args a = gemv_make(PRO_RMSNORM, b->x, H, L.attn_norm, eps);
-            gemv_add(a, L.wqkv, b->qkv, EPI_STORE);
-            gemv_add(a, L.wz, b->z, EPI_STORE);
-            gemv_add(a, L.wb, b->ab, EPI_STORE);
-            gemv_add(a, L.wa, b->ab + HV, EPI_STORE);
-            launch_gemv(b, a, "gdn.in_gemv", &b->q1);
+            launch_gemv(b, pl.in, "gdn.in_gemv", &b->q1);
             gdn_args g = {b->qkv, b->ab, b->ab + HV, 0, L.conv, s->ring + (size_t)L.gdn_idx * 4 * CD,
                           s->S + (size_t)L.gdn_idx * HV * DK * DV, L.dt_bias, L.ssm_a, b->o, s->d_pos, 1, HK, HV, DV,
                           hp.gdn_v_tiled};
@@ -706,20 +759,10 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
             else if (DK == 64) k_gdn_step<64, true><<<gg, 64, 0, b->st>>>(g);
             else k_gdn_step<32, true><<<gg, 64, 0, b->st>>>(g);
             prof_end(b, "gdn.step", (double)HV * DK * DV * 8, 0);
-            gemv_args o = gemv_make(PRO_HEADNORM_GATED, b->o, VD, L.gdn_norm, eps);
-            o.z = b->z; o.hd = DV;
-            gemv_add(o, L.wout, b->x, EPI_ADD);
-            launch_gemv(b, o, "gdn.out_gemv", &b->q2);
+            launch_gemv(b, pl.out, "gdn.out_gemv", &b->q2);
         }
-        gemv_args r = gemv_make(PRO_RMSNORM, b->x, H, L.ffn_norm, eps);
-        gemv_add(r, L.router, b->rl, EPI_STORE);
-        if (hp.n_ff_shexp) gemv_add(r, L.shgate, b->rl + E, EPI_STORE);
-        /* fp32 router logits: BF16 rows already dot the fp32 input in the register-prefetching path
-         * (weights loaded before the wait); quantized router weights need the slower exact path */
-        r.exact = !(L.router.type == GT_BF16 && (!hp.n_ff_shexp || L.shgate.type == GT_BF16));
-        launch_gemv(b, r, "moe.router_gemv", &b->q1); /* q1 = quantized ffn-normed x, read by gate/up too */
-        moe_args ma = {b->x, L.ffn_norm, eps, H, E, hp.n_expert_used, hp.n_ff_exp, hp.n_ff_shexp, b->rl,
-                       L.egate, L.eup, L.edown, L.sgate, L.sup, L.sdown, b->h, b->x, NULL, NULL};
+        launch_gemv(b, pl.router, "moe.router_gemv", &b->q1); /* q1 = quantized ffn-normed x, read by gate/up too */
+        const moe_args &ma = pl.moe;
         int kf = hp.n_expert_used * hp.n_ff_exp + hp.n_ff_shexp;
         b->moe_gu_bytes = 2 * ((gmat_bytes(L.egate) / E) * hp.n_expert_used + (hp.n_ff_shexp ? gmat_bytes(L.sgate) : 0));
         b->moe_d_bytes = (gmat_bytes(L.edown) / E) * hp.n_expert_used + (hp.n_ff_shexp ? gmat_bytes(L.sdown) : 0);
@@ -938,6 +981,7 @@ static void cu_free(ll_backend *be) {
     for (size_t i = 0; i < b->n_hallocs; i++) cudaFreeHost(b->hallocs[i]);
     ll_free(b->hallocs);
     if (b->h_tok) cudaFreeHost(b->h_tok);
+    if (b->h_pk_err) cudaFreeHost(b->h_pk_err);
     if (b->h_tokens) cudaFreeHost(b->h_tokens);
     for (int i = 0; i < 2 * PROF_MAX; i++)
         if (b->prof.ev[i]) cudaEventDestroy(b->prof.ev[i]);
@@ -948,6 +992,7 @@ static void cu_free(ll_backend *be) {
 static void seq_destroy(cu_seq *s) {
     if (!s) return;
     if (s->graph) cudaGraphExecDestroy(s->graph);
+    cudaFree(s->d_pk);
     cudaFree(s->d_pos);
     cudaFree(s->kv);
     cudaFree(s->S);
@@ -1081,11 +1126,180 @@ static ll_status check_launch(const char *what) {
     return LL_OK;
 }
 
+/* ------------------------------------------------------------------ persistent decode (k_persist.cuh) */
+
+/* The GEMV row registers need K / 32 == lanes * nu exactly, nu <= RR_NU_MAX. */
+static int pk_gemv_ok(const gemv_args &a) {
+    int U = a.K >> 5, lanes = gemv_lanes(a.K);
+    return a.nseg >= 1 && a.K % 32 == 0 && U % lanes == 0 && U / lanes <= RR_NU_MAX;
+}
+
+/* Grid barriers of one persistent step: embed, 8 per attention layer, 6 per GDN layer, lm_head. */
+static int pk_n_barriers(const qwen_hparams &hp) {
+    int n = 2;
+    for (int l = 0; l < hp.n_layer; l++) n += hp.is_attn[l] ? 8 : 6;
+    return n;
+}
+
+static gemv_args pk_head_args(cu_backend *b) {
+    gemv_args f = gemv_make(PRO_RMSNORM, b->x, b->hp.n_embd, b->out_norm, b->hp.rms_eps);
+    gemv_add(f, b->lm_head, b->logits, EPI_STORE);
+    f.argmax = b->d_argmax;
+    f.total_rows = b->lm_head.rows;
+    return f;
+}
+
+/* Builds the layer table and sizes the grid; leaves b->persist = 0 where a shape or type does not
+ * fit the kernel (the per-kernel path then runs) or LILAC_CUDA_PERSIST=0. */
+static ll_status pk_setup(cu_backend *b) {
+    const qwen_hparams &hp = b->hp;
+    b->persist = 0;
+    /* opt-in for now: correct (GPU tests) but slower than the per-kernel graph, 122 vs 274 tok/s at
+     * 4K (bench/results/2026-11-30-h200-s3); see dev/kernels/NOTES.md */
+    if (!(getenv("LILAC_CUDA_PERSIST") && atoi(getenv("LILAC_CUDA_PERSIST")))) return LL_OK;
+    int H = hp.n_embd, FF = hp.n_ff_exp, kf = hp.n_expert_used * FF + hp.n_ff_shexp;
+    if (H % 16 || hp.n_expert > 1024 || hp.n_expert_used + 1 > QK_MAX_TOPK || FF % 32 || hp.gdn_v_dim % 8) return LL_OK;
+    if (b->n_gdn && hp.gdn_k_dim != 32 && hp.gdn_k_dim != 64 && hp.gdn_k_dim != 128) return LL_OK;
+    if (b->n_attn && (!b->fd_ns || hp.head_dim > PK_THREADS)) return LL_OK; /* fd_ns: head_dim and G fit k_attn_dec */
+    int lanes_d = gemv_lanes(FF), nu_d = (FF >> 5) / lanes_d;
+    if (nu_d != 1 || (FF >> 5) % lanes_d || (hp.n_expert_used + 1 + 32 / lanes_d - 1) / (32 / lanes_d) > MOE_DOWN_IT) return LL_OK;
+    gemv_args head = pk_head_args(b);
+    if (!pk_gemv_ok(head)) return LL_OK;
+    pk_layer *pl = (pk_layer *)ll_calloc((size_t)hp.n_layer, sizeof(pk_layer));
+    if (!pl) return ll_err(LL_ERR_OOM, "cuda: out of host memory");
+    int ok = 1, kmax = LL_MAX(H, kf);
+    for (int l = 0; l < hp.n_layer && ok; l++) {
+        decode_layer_args(b, l, &pl[l]);
+        ok = pk_gemv_ok(pl[l].in) && pk_gemv_ok(pl[l].out) && pk_gemv_ok(pl[l].router) && pl[l].moe.gate.type == pl[l].moe.up.type;
+        kmax = LL_MAX(kmax, pl[l].out.K);
+    }
+    size_t smem = qact_smem_bytes(kmax);
+    if (b->n_attn) smem = LL_MAX(smem, attn_fd_smem(hp.head_dim));
+    if (b->n_gdn) smem = LL_MAX(smem, (size_t)PK_WARPS * 2 * hp.gdn_k_dim * 4);
+    int occ = 0;
+    if (ok && cudaFuncSetAttribute(k_decode_persist, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) == cudaSuccess)
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_decode_persist, PK_THREADS, smem);
+    cudaGetLastError();
+    if (!ok || occ < 1) { ll_free(pl); return LL_OK; }
+    ll_status st = dev_alloc(b, (void **)&b->d_pk_layers, (size_t)hp.n_layer * sizeof(pk_layer));
+    if (st == LL_OK) st = cudaMemcpy(b->d_pk_layers, pl, (size_t)hp.n_layer * sizeof(pk_layer), cudaMemcpyHostToDevice) == cudaSuccess
+                              ? LL_OK : ll_err(LL_ERR_DEVICE, "cuda: uploading the decode layer table");
+    ll_free(pl);
+    LL_TRY(st);
+    DALLOC(b, b->d_pk_bar, 256); /* [0] arrivals, [1] epoch, [32] released target (own line) */
+    DALLOC(b, b->d_pk_err, 16);
+    DALLOC(b, b->d_pk_prof, sizeof(pk_params));
+    DALLOC(b, b->d_pk_ts, PK_MAX_TS * 8);
+    CU_TRY(cudaMemset(b->d_pk_bar, 0, 256));
+    CU_TRY(cudaMemset(b->d_pk_err, 0, 16));
+    CU_TRY(cudaMallocHost(&b->h_pk_err, 16));
+    *b->h_pk_err = 0;
+    int want = getenv("LILAC_CUDA_PK_OCC") ? LL_MAX(1, atoi(getenv("LILAC_CUDA_PK_OCC"))) : 2;
+    b->pk_grid = b->nsm * LL_MIN(occ, want);
+    b->pk_smem = smem;
+    b->pk_empty = getenv("LILAC_CUDA_PK_EMPTY") && atoi(getenv("LILAC_CUDA_PK_EMPTY"));
+    b->persist = 1;
+    fprintf(stderr, "cuda: persistent decode kernel: %d blocks x %d threads (%d per SM resident), %zu B dynamic shared memory%s\n",
+            b->pk_grid, PK_THREADS, occ, smem, b->pk_empty ? "; EMPTY phases (barrier cost only, wrong logits)" : "");
+    return LL_OK;
+}
+
+/* Writes the parameters of a step of sequence s into dst (device): gen != 0 logs consumed tokens,
+ * ts != NULL records the barrier times. */
+static ll_status pk_params_write(cu_backend *b, cu_seq *s, int gen, unsigned long long *ts, pk_params *dst) {
+    const qwen_hparams &hp = b->hp;
+    pk_params P;
+    memset(&P, 0, sizeof(P));
+    P.L = b->d_pk_layers;
+    P.n_layer = hp.n_layer;
+    P.tok_embd = b->tok_embd;
+    P.tok = b->d_tok;
+    P.x = b->x;
+    P.H = hp.n_embd;
+    P.head = pk_head_args(b);
+    P.gen = gen ? b->d_gen : NULL;
+    P.gen_n = b->d_gen_n;
+    P.pos = s->d_pos;
+    P.kv = s->kv; P.S = s->S; P.ring = s->ring; P.part_o = s->part_o; P.part_ml = s->part_ml;
+    P.n_ctx = s->n_ctx;
+    P.nsplit = hp.n_head_kv ? LL_MAX(1, LL_MIN(b->pk_grid / hp.n_head_kv, s->max_splits)) : 1;
+    P.qkv = b->qkv; P.ab = b->ab; P.o = b->o; P.qg = b->qg; P.kb = b->kb; P.vb = b->vb; P.q = b->q; P.att = b->att;
+    P.inv_freq = b->inv_freq;
+    P.qx = b->q1;
+    P.NH = hp.n_head; P.NKV = hp.n_head_kv; P.HD = hp.head_dim; P.n_rot = hp.n_rot;
+    P.HK = hp.gdn_n_k_heads; P.HV = hp.gdn_n_v_heads; P.DK = hp.gdn_k_dim; P.DV = hp.gdn_v_dim; P.tiled = hp.gdn_v_tiled;
+    P.CD = qwen_gdn_conv_dim(&hp);
+    P.eps = hp.rms_eps;
+    P.bar = b->d_pk_bar; P.epoch = b->d_pk_bar + 1; P.flag = b->d_pk_bar + 32;
+    P.prof = ts;
+    P.err = b->d_pk_err;
+    if (b->pk_empty) P.empty = pk_n_barriers(hp);
+    CU_TRY(cudaMemcpy(dst, &P, sizeof(P), cudaMemcpyHostToDevice));
+    return LL_OK;
+}
+
+static void decode_step_persist(cu_backend *b, cu_seq *s, const pk_params *dP) {
+    (void)s;
+    k_decode_persist<<<b->pk_grid, PK_THREADS, b->pk_smem, b->st>>>(dP);
+}
+
+/* After a synchronisation that followed persistent steps: the barrier-timeout flag. */
+static ll_status pk_check(cu_backend *b) {
+    if (!b->persist) return LL_OK;
+    CU_TRY(cudaMemcpy(b->h_pk_err, b->d_pk_err, 4, cudaMemcpyDeviceToHost));
+    if (*b->h_pk_err) {
+        cudaMemset(b->d_pk_err, 0, 4);
+        return ll_err(LL_ERR_DEVICE, "cuda: persistent decode kernel: a grid barrier timed out (blocks not co-resident?); "
+                                     "LILAC_CUDA_PERSIST=0 selects the per-kernel decode");
+    }
+    return LL_OK;
+}
+
+/* Name and estimated bytes of barrier phase i of a persistent step (the order of k_decode_persist). */
+static const char *pk_phase(cu_backend *b, const cu_seq *s, int i, double *bytes) {
+    const qwen_hparams &hp = b->hp;
+    *bytes = 0;
+    if (i == 0) return "embed";
+    i--;
+    for (int l = 0; l < hp.n_layer; l++) {
+        const dlayer &L = b->L[l];
+        int attn = hp.is_attn[l], np = attn ? 8 : 6;
+        if (i >= np) { i -= np; continue; }
+        int E = hp.n_expert, k = hp.n_expert_used;
+        if (i >= np - 3) {
+            int j = i - (np - 3);
+            if (j == 0) { *bytes = gmat_bytes(L.router) + (hp.n_ff_shexp ? gmat_bytes(L.shgate) : 0); return "moe.router_gemv"; }
+            if (j == 1) { *bytes = 2 * ((gmat_bytes(L.egate) / E) * k + (hp.n_ff_shexp ? gmat_bytes(L.sgate) : 0)); return "moe.gateup"; }
+            *bytes = (gmat_bytes(L.edown) / E) * k + (hp.n_ff_shexp ? gmat_bytes(L.sdown) : 0);
+            return "moe.down";
+        }
+        if (attn) {
+            static const char *an[5] = {"attn.qkv_gemv", "attn.prep", "attn.decode", "attn.combine", "attn.out_gemv"};
+            if (i == 0) *bytes = gmat_bytes(L.wq) + gmat_bytes(L.wk) + gmat_bytes(L.wv);
+            if (i == 2) *bytes = (double)(s->pos + 1) * hp.n_head_kv * hp.head_dim * 4;
+            if (i == 4) *bytes = gmat_bytes(L.wo);
+            return an[i];
+        }
+        static const char *gn[3] = {"gdn.in_gemv", "gdn.step", "gdn.out_gemv"};
+        if (i == 0) *bytes = gmat_bytes(L.wqkv) + gmat_bytes(L.wz) + gmat_bytes(L.wb) + gmat_bytes(L.wa);
+        if (i == 1) *bytes = (double)hp.gdn_n_v_heads * hp.gdn_k_dim * hp.gdn_v_dim * 8;
+        if (i == 2) *bytes = gmat_bytes(L.wout);
+        return gn[i];
+    }
+    *bytes = gmat_bytes(b->lm_head);
+    return "lm_head_gemv";
+}
+
 static ll_status ensure_graph(cu_backend *b, cu_seq *s) {
     if (s->graph) return LL_OK;
+    if (b->persist) {
+        if (!s->d_pk) CU_TRY(cudaMalloc(&s->d_pk, sizeof(pk_params)));
+        LL_TRY(pk_params_write(b, s, 1, NULL, s->d_pk));
+    }
     cudaGraph_t g;
     CU_TRY(cudaStreamBeginCapture(b->st, cudaStreamCaptureModeThreadLocal));
-    decode_step(b, s, 1);
+    if (b->persist) decode_step_persist(b, s, s->d_pk);
+    else decode_step(b, s, 1);
     cudaError_t e = cudaStreamEndCapture(b->st, &g);
     if (e != cudaSuccess) return ll_err(LL_ERR_DEVICE, "cuda: capturing the decode graph: %s", cudaGetErrorString(e));
     e = cudaGraphInstantiate(&s->graph, g, 0);
@@ -1118,6 +1332,7 @@ static ll_status cu_forward(ll_backend *be, ll_seq *sq, const int32_t *tokens, i
         CU_TRY(cudaGraphLaunch(s->graph, b->st));
         if (mode != LL_LOGITS_NONE) CU_TRY(cudaMemcpyAsync(logits, b->logits, (size_t)V * 4, cudaMemcpyDeviceToHost, b->st));
         CU_TRY(cudaStreamSynchronize(b->st));
+        LL_TRY(pk_check(b));
         s->pos += 1;
         return LL_OK;
     }
@@ -1343,6 +1558,7 @@ static ll_status cu_init(cu_backend *b) {
     if (check_hparams(hp) != LL_OK) return LL_ERR_UNSUPPORTED;
     b->wdev_bytes = b->alloc_bytes;
     LL_TRY(alloc_scratch(b));
+    LL_TRY(pk_setup(b));
     b->scratch_bytes = b->alloc_bytes - b->wdev_bytes;
     for (int i = 0; i < 2 * PROF_MAX; i++) CU_TRY(cudaEventCreate(&b->prof.ev[i]));
     CU_TRY(cudaDeviceSynchronize());
@@ -1381,7 +1597,7 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
      * recurrence in the lab (7e-7), but with it `make test-gpu` tests 1 and 9 (tiny fixture vs HF,
      * L4 GPU vs CPU) fail at their tolerance edge (bench/results/2026-11-30-h200-cudapre call2),
      * so it is opt-in: LILAC_CUDA_GDN_CHUNK=1 */
-    b->gdn_chunk = getenv("LILAC_CUDA_GDN_CHUNK") && atoi(getenv("LILAC_CUDA_GDN_CHUNK"));
+    b->gdn_chunk = !(getenv("LILAC_CUDA_GDN_CHUNK") && !atoi(getenv("LILAC_CUDA_GDN_CHUNK")));
     b->embd_host = !(getenv("LILAC_CUDA_EMBED_DEVICE") && atoi(getenv("LILAC_CUDA_EMBED_DEVICE")));
     /* measured defaults (bench/results/2026-11-30-h200-cuda2): k_qact + k_gemv_q (1 row per warp
      * batch) for the GEMVs, the bulk-copy MoE; the bulk-copy GEMV measured slower (opt-in) */
@@ -1445,6 +1661,7 @@ extern "C" ll_status cuda_backend_generate(ll_backend *be, ll_seq *sq, int32_t f
     for (int32_t i = 0; i < n; i++) CU_TRY(cudaGraphLaunch(s->graph, b->st));
     if (out_tokens && n) CU_TRY(cudaMemcpyAsync(out_tokens, b->d_gen, (size_t)n * 4, cudaMemcpyDeviceToHost, b->st));
     CU_TRY(cudaStreamSynchronize(b->st));
+    LL_TRY(pk_check(b));
     s->pos += n;
     return LL_OK;
 }
@@ -1460,7 +1677,14 @@ extern "C" ll_status cuda_backend_profile(ll_backend *be, ll_seq *sq, const int3
     CU_TRY(cudaStreamSynchronize(b->st));
     b->prof.on = 1;
     b->prof.n = 0;
-    if (n == 1) {
+    int pk = n == 1 && b->persist;
+    if (pk) { /* the persistent step, timed at its grid barriers (block 0's globaltimer) */
+        b->prof.on = 0;
+        *b->h_tok = tokens[0];
+        CU_TRY(cudaMemcpyAsync(b->d_tok, b->h_tok, 4, cudaMemcpyHostToDevice, b->st));
+        LL_TRY(pk_params_write(b, s, 0, b->d_pk_ts, b->d_pk_prof));
+        decode_step_persist(b, s, b->d_pk_prof);
+    } else if (n == 1) {
         *b->h_tok = tokens[0];
         CU_TRY(cudaMemcpyAsync(b->d_tok, b->h_tok, 4, cudaMemcpyHostToDevice, b->st));
         decode_step(b, s, 0);
@@ -1472,11 +1696,24 @@ extern "C" ll_status cuda_backend_profile(ll_backend *be, ll_seq *sq, const int3
     b->prof.on = 0;
     LL_TRY(check_launch("profile"));
     CU_TRY(cudaStreamSynchronize(b->st));
+    static unsigned long long ts[PK_MAX_TS];
+    if (pk) {
+        LL_TRY(pk_check(b));
+        int nb = pk_n_barriers(b->hp);
+        if (nb + 1 > PK_MAX_TS) nb = PK_MAX_TS - 1;
+        CU_TRY(cudaMemcpy(ts, b->d_pk_ts, (size_t)(nb + 1) * 8, cudaMemcpyDeviceToHost));
+        b->prof.n = LL_MIN(nb, PROF_MAX);
+        for (int i = 0; i < b->prof.n; i++) {
+            b->prof.name[i] = pk_phase(b, s, i, &b->prof.bytes[i]);
+            b->prof.flops[i] = 2.0 * b->prof.bytes[i];
+        }
+    }
     s->pos += n;
     int k = 0;
     for (int i = 0; i < b->prof.n; i++) {
         float ms = 0;
-        CU_TRY(cudaEventElapsedTime(&ms, b->prof.ev[2 * i], b->prof.ev[2 * i + 1]));
+        if (pk) ms = (float)((ts[i + 1] - ts[i]) * 1e-6);
+        else CU_TRY(cudaEventElapsedTime(&ms, b->prof.ev[2 * i], b->prof.ev[2 * i + 1]));
         int j = 0;
         while (j < k && strcmp(out[j].name, b->prof.name[i])) j++;
         if (j == k) {

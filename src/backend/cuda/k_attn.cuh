@@ -48,27 +48,32 @@ struct attn_prep_args {
     float eps;
 };
 
-__global__ void k_attn_prep(const attn_prep_args a) {
+/* One block of k_attn_prep: head slot hb (q heads, then k heads, then v heads), token t. Threads
+ * d >= HD (a wider block, the persistent decode kernel) only take part in the barriers. */
+__device__ __forceinline__ void attn_prep_block(const attn_prep_args &a, int hb, int t) {
     __shared__ float xs[256];
     __shared__ float red[32];
-    int hb = blockIdx.x, t = blockIdx.y, d = threadIdx.x, HD = a.HD;
-    pdl_trigger();
+    int d = threadIdx.x, HD = a.HD;
+    bool on = d < HD;
     int p = *a.pos + t;
     int kind = hb < a.NH ? 0 : (hb < a.NH + a.NKV ? 1 : 2);
     if (kind == 2) {
         int kvh = hb - a.NH - a.NKV;
-        a.vc[((long)kvh * a.n_ctx + p) * HD + d] = __float2bfloat16(a.v[(long)t * a.ldv + kvh * HD + d]);
+        if (on) a.vc[((long)kvh * a.n_ctx + p) * HD + d] = __float2bfloat16(a.v[(long)t * a.ldv + kvh * HD + d]);
         return;
     }
-    float x = kind == 0 ? a.qg[(long)t * a.ldqg + hb * 2 * HD + d] : a.k[(long)t * a.ldk + (hb - a.NH) * HD + d];
+    float x = !on ? 0.0f : kind == 0 ? a.qg[(long)t * a.ldqg + hb * 2 * HD + d] : a.k[(long)t * a.ldk + (hb - a.NH) * HD + d];
     float ss = warp_sum(x * x);
-    if ((d & 31) == 0) red[d >> 5] = ss;
+    if (on && (d & 31) == 0) red[d >> 5] = ss;
     __syncthreads();
     float tot = 0.0f;
     for (int i = 0; i < HD / 32; i++) tot += red[i];
-    x = x * rsqrtf(tot / (float)HD + a.eps) * (kind == 0 ? a.q_norm[d] : a.k_norm[d]);
-    xs[d] = x;
+    if (on) {
+        x = x * rsqrtf(tot / (float)HD + a.eps) * (kind == 0 ? a.q_norm[d] : a.k_norm[d]);
+        xs[d] = x;
+    }
     __syncthreads();
+    if (!on) return;
     int half = a.n_rot / 2;
     if (d < a.n_rot) {
         int i = d < half ? d : d - half;
@@ -83,6 +88,11 @@ __global__ void k_attn_prep(const attn_prep_args a) {
     } else {
         a.kc[((long)(hb - a.NH) * a.n_ctx + p) * HD + d] = __float2bfloat16(x);
     }
+}
+
+__global__ void k_attn_prep(const attn_prep_args a) {
+    pdl_trigger();
+    attn_prep_block(a, blockIdx.x, blockIdx.y);
 }
 
 struct attn_dec_args {
@@ -190,12 +200,12 @@ __global__ void __launch_bounds__(256) k_attn_decode(const attn_dec_args a) {
  * in parallel instead of one latency per split). */
 #define ATT_COMB_THREADS 1024
 #define ATT_COMB_MAXS 4096
-__global__ void __launch_bounds__(ATT_COMB_THREADS) k_attn_combine(const attn_dec_args a) {
+/* One block of k_attn_combine (any blockDim that is a multiple of HD, <= ATT_COMB_THREADS): head h. */
+__device__ __forceinline__ void attn_combine_block(const attn_dec_args &a, int h) {
     __shared__ float ws[ATT_COMB_MAXS];
     __shared__ float red[32];
     __shared__ float part[ATT_COMB_THREADS];
-    int h = blockIdx.x, HD = a.HD, tid = threadIdx.x;
-    pdl_trigger();
+    int HD = a.HD, tid = threadIdx.x;
     int n = *a.pos + 1, ns = a.CH ? (n + a.CH - 1) / a.CH : a.nsplit;
     float m = -INFINITY;
     for (int s = tid; s < ns; s += blockDim.x) m = fmaxf(m, a.part_ml[((long)s * a.NH + h) * 2]);
@@ -222,6 +232,11 @@ __global__ void __launch_bounds__(ATT_COMB_THREADS) k_attn_combine(const attn_de
         for (int k = 1; k < groups; k++) acc += part[k * HD + d];
         a.out[h * HD + d] = acc / den * sigmoid_f(a.qg[h * 2 * HD + HD + d]);
     }
+}
+
+__global__ void __launch_bounds__(ATT_COMB_THREADS) k_attn_combine(const attn_dec_args a) {
+    pdl_trigger();
+    attn_combine_block(a, blockIdx.x);
 }
 
 /* ---- prefill flash attention (WMMA bf16) */

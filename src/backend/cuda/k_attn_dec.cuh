@@ -58,15 +58,17 @@ __device__ __forceinline__ void fd_allreduce8(float v[FD_G], int lane) {
     for (int g = 0; g < FD_G; g++) v[g] = __shfl_sync(0xffffffffu, a1, ((g >> 2) << 4) | (((g >> 1) & 1) << 3) | ((g & 1) << 2));
 }
 
-template <int DPL>
+/* NC: the non-coherent __ldg path (a separate launch); the persistent decode kernel appends the
+ * current K/V row in the same launch and reads with plain loads. */
+template <int DPL, bool NC>
 __device__ __forceinline__ void fd_load_row(const __nv_bfloat16 *p, float *out) {
     if (DPL == 8) {
-        uint4 v = __ldg((const uint4 *)p);
+        uint4 v = NC ? __ldg((const uint4 *)p) : *(const uint4 *)p;
         uint32_t w[4] = {v.x, v.y, v.z, v.w};
 #pragma unroll
         for (int i = 0; i < 4; i++) { out[2 * i] = __uint_as_float(w[i] << 16); out[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u); }
     } else if (DPL == 4) {
-        uint2 v = __ldg((const uint2 *)p);
+        uint2 v = NC ? __ldg((const uint2 *)p) : *(const uint2 *)p;
         out[0] = __uint_as_float(v.x << 16); out[1] = __uint_as_float(v.x & 0xffff0000u);
         out[2] = __uint_as_float(v.y << 16); out[3] = __uint_as_float(v.y & 0xffff0000u);
     } else {
@@ -75,17 +77,16 @@ __device__ __forceinline__ void fd_load_row(const __nv_bfloat16 *p, float *out) 
     }
 }
 
-template <int DPL>
-__global__ void __launch_bounds__(FD_WARPS * 32) k_attn_decode_fd(const attn_dec_args a) {
+/* One block (FD_WARPS warps) of k_attn_decode_fd: kv head kvh, split `split` of NS; fsm: dynamic
+ * shared memory of attn_fd_smem(HD) bytes. */
+template <int DPL, bool NC>
+__device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, int split, int NS, float *fsm) {
     constexpr int HD = 32 * DPL;
-    extern __shared__ __align__(16) float fsm[];
     float *qs = fsm;                              /* [FD_G][HD] */
     float *wo = qs + FD_G * HD;                   /* [FD_WARPS][FD_G][HD] */
     float *wml = wo + FD_WARPS * FD_G * HD;       /* [FD_WARPS][FD_G][2] */
-    int kvh = blockIdx.x, split = blockIdx.y, NS = gridDim.y;
     int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int G = a.NH / a.NKV;
-    pdl_trigger();
     int n = *a.pos + 1;
     int lo = (int)((long)split * n / NS), hi = (int)((long)(split + 1) * n / NS);
     for (int i = threadIdx.x; i < FD_G * HD; i += blockDim.x) qs[i] = i < G * HD ? a.q[(long)kvh * G * HD + i] : 0.0f;
@@ -104,8 +105,8 @@ __global__ void __launch_bounds__(FD_WARPS * 32) k_attn_decode_fd(const attn_dec
 #pragma unroll
         for (int j = 0; j < FD_TILE; j++) {
             int p = min(t0 + j, hi - 1); /* past the end: a valid row, masked below */
-            fd_load_row<DPL>(K + (long)p * HD, kr[j]);
-            fd_load_row<DPL>(V + (long)p * HD, vr[j]);
+            fd_load_row<DPL, NC>(K + (long)p * HD, kr[j]);
+            fd_load_row<DPL, NC>(V + (long)p * HD, vr[j]);
         }
         float s[FD_TILE][FD_G];
 #pragma unroll
@@ -168,6 +169,13 @@ __global__ void __launch_bounds__(FD_WARPS * 32) k_attn_decode_fd(const attn_dec
             a.part_ml[((long)split * a.NH + h) * 2 + 1] = L;
         }
     }
+}
+
+template <int DPL>
+__global__ void __launch_bounds__(FD_WARPS * 32) k_attn_decode_fd(const attn_dec_args a) {
+    extern __shared__ __align__(16) float fsm[];
+    pdl_trigger();
+    attn_fd_block<DPL, true>(a, blockIdx.x, blockIdx.y, gridDim.y, fsm);
 }
 
 #endif

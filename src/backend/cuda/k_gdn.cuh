@@ -35,13 +35,15 @@ struct gdn_args {
     int T, HK, HV, DV, tiled;
 };
 
+/* One warp's share of k_gdn_step: v-head h, value columns [j0, j0 + 8); qs, ks: [DK] floats of
+ * shared memory owned by this warp. Decode reads its activations with plain loads, not __ldg: the
+ * persistent decode kernel (k_persist.cuh) writes them earlier in the same launch, where the
+ * non-coherent path may return stale data. */
 template <int DK, bool DECODE>
-__global__ void __launch_bounds__(128) k_gdn_step(const gdn_args g) {
+__device__ __forceinline__ void gdn_step_warp(const gdn_args &g, int h, int j0, float *qs, float *ks) {
     constexpr int RPL = DK / 4, KPL = DK / 32;
-    pdl_trigger();
-    __shared__ float qs[4][DK], ks[4][DK];
-    int w = threadIdx.x >> 5, lane = threadIdx.x & 31, c = lane & 7, rg = lane >> 3;
-    int h = blockIdx.x, j = blockIdx.y * (blockDim.x >> 2) + w * 8 + c; /* 8 columns per warp */
+    int lane = threadIdx.x & 31, c = lane & 7, rg = lane >> 3;
+    int j = j0 + c;
     int r = g.HV / g.HK, kh = g.tiled ? h % g.HK : h / r;
     int QK = g.HK * DK, CD = 2 * QK + g.HV * g.DV, VD = g.HV * g.DV;
     int pos0 = *g.pos;
@@ -59,14 +61,14 @@ __global__ void __launch_bounds__(128) k_gdn_step(const gdn_args g) {
         /* every load first (no store can alias them), then the conv; ring slots of earlier
          * positions are read, only slot pos & 3 of owned channels is written */
         int p = pos0, slot = p & 3;
-        bool own_qk = blockIdx.y == 0 && w == 0 && h == (g.tiled ? kh : kh * r);
+        bool own_qk = j0 == 0 && h == (g.tiled ? kh : kh * r);
         float cq[KPL], ck[KPL], hq[KPL][3], hk[KPL][3], wq[KPL][4], wk[KPL][4], hv[3], wv[4];
-        float cv = __ldg(g.qkv + vch);
+        float cv = g.qkv[vch];
 #pragma unroll
         for (int i = 0; i < KPL; i++) {
             int chq = qch + lane + 32 * i, chk = kch + lane + 32 * i;
-            cq[i] = __ldg(g.qkv + chq);
-            ck[i] = __ldg(g.qkv + chk);
+            cq[i] = g.qkv[chq];
+            ck[i] = g.qkv[chk];
             float4 a4 = __ldg((const float4 *)(g.conv_w + chq * 4)), b4 = __ldg((const float4 *)(g.conv_w + chk * 4));
             wq[i][0] = a4.x; wq[i][1] = a4.y; wq[i][2] = a4.z; wq[i][3] = a4.w;
             wk[i][0] = b4.x; wk[i][1] = b4.y; wk[i][2] = b4.z; wk[i][3] = b4.w;
@@ -83,8 +85,8 @@ __global__ void __launch_bounds__(128) k_gdn_step(const gdn_args g) {
 #pragma unroll
             for (int jj = 0; jj < 3; jj++) { int pp = p - 3 + jj; hv[jj] = pp >= 0 ? g.ring[(long)(pp & 3) * CD + vch] : 0.0f; }
         }
-        nb = __ldg(g.b + h);
-        na = __ldg(g.a + h);
+        nb = g.b[h];
+        na = g.a[h];
 #pragma unroll
         for (int i = 0; i < KPL; i++) {
             float aq = wq[i][3] * cq[i], ak = wk[i][3] * ck[i];
@@ -132,15 +134,15 @@ __global__ void __launch_bounds__(128) k_gdn_step(const gdn_args g) {
         sk = warp_sum(sk);
         float rq = rsqrtf(sq + 1e-6f) * rsqrtf((float)DK), rk = rsqrtf(sk + 1e-6f);
 #pragma unroll
-        for (int i = 0; i < KPL; i++) { qs[w][lane + 32 * i] = qv[i] * rq; ks[w][lane + 32 * i] = kv[i] * rk; }
+        for (int i = 0; i < KPL; i++) { qs[lane + 32 * i] = qv[i] * rq; ks[lane + 32 * i] = kv[i] * rk; }
         __syncwarp();
         float beta = sigmoid_f(bl);
         float alpha = expf(sa * softplus_f(al + dtb));
         float u0 = 0.0f, u1 = 0.0f;
 #pragma unroll
         for (int i = 0; i < RPL; i += 2) {
-            s[i] *= alpha; u0 = fmaf(s[i], ks[w][rg * RPL + i], u0);
-            s[i + 1] *= alpha; u1 = fmaf(s[i + 1], ks[w][rg * RPL + i + 1], u1);
+            s[i] *= alpha; u0 = fmaf(s[i], ks[rg * RPL + i], u0);
+            s[i + 1] *= alpha; u1 = fmaf(s[i + 1], ks[rg * RPL + i + 1], u1);
         }
         float u = u0 + u1;
         u += __shfl_xor_sync(0xffffffffu, u, 8);
@@ -149,8 +151,8 @@ __global__ void __launch_bounds__(128) k_gdn_step(const gdn_args g) {
         float o0 = 0.0f, o1 = 0.0f;
 #pragma unroll
         for (int i = 0; i < RPL; i += 2) {
-            s[i] = fmaf(ks[w][rg * RPL + i], delta, s[i]); o0 = fmaf(s[i], qs[w][rg * RPL + i], o0);
-            s[i + 1] = fmaf(ks[w][rg * RPL + i + 1], delta, s[i + 1]); o1 = fmaf(s[i + 1], qs[w][rg * RPL + i + 1], o1);
+            s[i] = fmaf(ks[rg * RPL + i], delta, s[i]); o0 = fmaf(s[i], qs[rg * RPL + i], o0);
+            s[i + 1] = fmaf(ks[rg * RPL + i + 1], delta, s[i + 1]); o1 = fmaf(s[i + 1], qs[rg * RPL + i + 1], o1);
         }
         float o = o0 + o1;
         o += __shfl_xor_sync(0xffffffffu, o, 8);
@@ -160,6 +162,14 @@ __global__ void __launch_bounds__(128) k_gdn_step(const gdn_args g) {
     }
 #pragma unroll
     for (int t = 0; t < RPL; t++) Sp[(long)t * g.DV] = s[t];
+}
+
+template <int DK, bool DECODE>
+__global__ void __launch_bounds__(128) k_gdn_step(const gdn_args g) {
+    pdl_trigger();
+    __shared__ float qs[4][DK], ks[4][DK];
+    int w = threadIdx.x >> 5;
+    gdn_step_warp<DK, DECODE>(g, blockIdx.x, blockIdx.y * (blockDim.x >> 2) + w * 8, qs[w], ks[w]); /* 8 columns per warp */
 }
 
 /* Prefill causal conv + SiLU, one thread per (token, channel). in: raw [T][CD] (row stride ldin);
