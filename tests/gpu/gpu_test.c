@@ -400,7 +400,28 @@ static void test_vs_cpu(const char *preset, int n, int chunk, int greedy) {
     cmp_stats yc = compare(lr, lc, n, V), gc_ = compare(lc, lg, n, V);
     snprintf(what, sizeof(what), "%s: GPU prefill logits vs fp32 reference, %d tokens (GPU chunks of %d; GPU vs CPU: top-1 %d/%d, mean KL %.2e)",
              preset, n, chunk, gc_.top1, n, gc_.mean_kl);
-    if (st == LL_OK) check_close_yard(what, lr, lg, n, V, &yc, "CPU backend"); else check(0, "%s: %s", what, ll_errmsg());
+    if (st == LL_OK) {
+        /* top-1 only on decisive rows (reference top-2 gap >= GREEDY_TIE): on the others either
+         * backend's error can swap the two (session 3, L4: GPU 36/40 with mean KL 5.1e-4, CPU 38/40
+         * with 1.7e-3) */
+        cmp_stats sg = compare(lr, lg, n, V);
+        int dec = 0, dec_ok = 0;
+        for (int r = 0; r < n; r++) {
+            const float *a = lr + (size_t)r * V, *b = lg + (size_t)r * V;
+            int ga = argmaxf(a, V);
+            float second = -INFINITY;
+            for (int v = 0; v < V; v++)
+                if (v != ga && a[v] > second) second = a[v];
+            if (a[ga] - second < GREEDY_TIE) continue;
+            dec++;
+            dec_ok += argmaxf(b, V) == ga;
+        }
+        int ok = sg.max_abs <= 0.35 * sg.max_ref && dec_ok == dec && (sg.mean_kl <= 5e-3 || sg.mean_kl <= 2 * yc.mean_kl + 1e-4);
+        check(ok, "%s: top-1 %d/%d (decisive rows %d/%d), mean KL %.2e, max |d| %.4f (max |ref| %.2f); CPU backend: top-1 %d/%d, mean KL %.2e",
+              what, sg.top1, n, dec_ok, dec, sg.mean_kl, sg.max_abs, sg.max_ref, yc.top1, n, yc.mean_kl);
+    } else {
+        check(0, "%s: %s", what, ll_errmsg());
+    }
     free(lr);
     /* greedy: CPU token by token (host argmax) vs the GPU's on-device loop */
     memcpy(last, lc + (size_t)(n - 1) * V, (size_t)V * 4);
