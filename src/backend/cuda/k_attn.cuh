@@ -200,8 +200,9 @@ __global__ void __launch_bounds__(256) k_attn_decode(const attn_dec_args a) {
  * in parallel instead of one latency per split). */
 #define ATT_COMB_THREADS 1024
 #define ATT_COMB_MAXS 4096
-/* One block of k_attn_combine (any blockDim that is a multiple of HD, <= ATT_COMB_THREADS): head h. */
-__device__ __forceinline__ void attn_combine_block(const attn_dec_args &a, int h) {
+/* Dims [d0, d0 + nd) of head h (blockDim.x = nd x groups <= ATT_COMB_THREADS; each group sums a
+ * share of the splits). Callers looping over several (h, d0) must __syncthreads between calls. */
+__device__ __forceinline__ void attn_combine_part(const attn_dec_args &a, int h, int d0, int nd) {
     __shared__ float ws[ATT_COMB_MAXS];
     __shared__ float red[32];
     __shared__ float part[ATT_COMB_THREADS];
@@ -222,21 +223,22 @@ __device__ __forceinline__ void attn_combine_block(const attn_dec_args &a, int h
         den += e * a.part_ml[((long)s * a.NH + h) * 2 + 1];
     }
     den = block_sum_f(den, red);
-    int groups = blockDim.x / HD, d = tid % HD, g = tid / HD;
+    int groups = blockDim.x / nd, d = d0 + tid % nd, g = tid / nd;
     float acc = 0.0f;
+    if (d < HD)
 #pragma unroll 8
-    for (int s = g; s < ns; s += groups) acc += ws[s] * a.part_o[((long)s * a.NH + h) * HD + d];
+        for (int s = g; s < ns; s += groups) acc += ws[s] * a.part_o[((long)s * a.NH + h) * HD + d];
     part[tid] = acc;
     __syncthreads();
-    if (g == 0) {
-        for (int k = 1; k < groups; k++) acc += part[k * HD + d];
+    if (g == 0 && d < HD) {
+        for (int k = 1; k < groups; k++) acc += part[k * nd + tid];
         a.out[h * HD + d] = acc / den * sigmoid_f(a.qg[h * 2 * HD + HD + d]);
     }
 }
 
 __global__ void __launch_bounds__(ATT_COMB_THREADS) k_attn_combine(const attn_dec_args a) {
     pdl_trigger();
-    attn_combine_block(a, blockIdx.x);
+    attn_combine_part(a, blockIdx.x, 0, a.HD);
 }
 
 /* ---- prefill flash attention (WMMA bf16) */

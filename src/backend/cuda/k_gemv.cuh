@@ -126,6 +126,24 @@ __device__ __forceinline__ unsigned long long argmax_pack(float v, int row) {
 }
 __device__ __forceinline__ int argmax_row(unsigned long long p) { return (int)(0xffffffffu - (uint32_t)(p & 0xffffffffu)); }
 
+/* The block's argmax (packed, per-lane `best`) merged into *a.argmax. best_s: one slot per warp.
+ * Whole block. */
+__device__ __forceinline__ void gemv_argmax_block(const gemv_args &a, unsigned long long best, unsigned long long *best_s) {
+    if (!a.argmax) return;
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    for (int o = 16; o > 0; o >>= 1) {
+        unsigned long long t = __shfl_xor_sync(0xffffffffu, best, o);
+        best = t > best ? t : best;
+    }
+    if (lane == 0) best_s[warp] = best;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned long long b = 0;
+        for (int w = 0; w < nw; w++) b = best_s[w] > b ? best_s[w] : b;
+        atomicMax(a.argmax, b);
+    }
+}
+
 /* y = W x over up to 4 row segments sharing one input (e.g. qkv | z | b | a).
  * grid: any (rows are grid-strided), block GEMV_THREADS, dynamic smem qact_smem_bytes(K). */
 __global__ void __launch_bounds__(GEMV_THREADS) k_gemv(const gemv_args a) {
@@ -152,19 +170,7 @@ __global__ void __launch_bounds__(GEMV_THREADS) k_gemv(const gemv_args a) {
             if (a.argmax && s == 0) { unsigned long long p = argmax_pack(v, rr); best = p > best ? p : best; }
         }
     }
-    if (a.argmax) {
-        for (int o = 16; o > 0; o >>= 1) {
-            unsigned long long t = __shfl_xor_sync(0xffffffffu, best, o);
-            best = t > best ? t : best;
-        }
-        if (lane == 0) best_s[warp] = best;
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            unsigned long long b = 0;
-            for (int w = 0; w < nw; w++) b = best_s[w] > b ? best_s[w] : b;
-            atomicMax(a.argmax, b);
-        }
-    }
+    gemv_argmax_block(a, best, best_s);
 }
 
 /* ---- router top-k (softmax over E, top k, renormalized: weights = exp(l - m) / sum over top k) */
@@ -299,21 +305,23 @@ __device__ __forceinline__ void gemv_seg_of(const gemv_args &a, int r, int *s, i
     *lr = r;
 }
 
+/* One warp's rows of a GEMV with register prefetch, shared by k_gemv_pf, k_gemv_q and the
+ * persistent decode kernel. A batch is RB rows per lane group (rpw groups per warp), all loaded
+ * together; batches are strided by `step` rows. The caller fetch()es the first batch (before its
+ * wait for the activation), then rows() computes every batch, loading batch i+1 after the dots of
+ * batch i, and returns this lane's packed argmax over segment 0 (0 when a.argmax is NULL). */
 template <int WT, int NU, int RB>
-__global__ void __launch_bounds__(GEMV_THREADS) k_gemv_pf(const gemv_args a) {
-    extern __shared__ __align__(16) unsigned char sm[];
-    __shared__ float red[32];
-    __shared__ unsigned long long best_s[GEMV_THREADS / 32];
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    int lanes = gemv_lanes(a.K), rpw = 32 / lanes, sub = lane & (lanes - 1), grp = lane / lanes;
-    int nu = (a.K >> 5) / lanes;
-    /* a batch = RB rows per lane group, all loaded together; batches are grid-strided */
-    int step = gridDim.x * nw * rpw * RB;
-    int r0 = (blockIdx.x * nw + warp) * rpw * RB;
+struct gemv_warp {
     rowregs<WT, NU> R[RB];
     int sg[RB], lr[RB];
     bool fast[RB];
-    auto fetch = [&](int base) {
+    int lanes, rpw, sub, grp, nu;
+    __device__ __forceinline__ gemv_warp(const gemv_args &a) {
+        int lane = threadIdx.x & 31;
+        lanes = gemv_lanes(a.K); rpw = 32 / lanes; sub = lane & (lanes - 1); grp = lane / lanes;
+        nu = (a.K >> 5) / lanes;
+    }
+    __device__ __forceinline__ void fetch(const gemv_args &a, int base) {
 #pragma unroll
         for (int b = 0; b < RB; b++) {
             int r = base + b * rpw + grp;
@@ -325,48 +333,69 @@ __global__ void __launch_bounds__(GEMV_THREADS) k_gemv_pf(const gemv_args a) {
                 if (fast[b]) R[b].load(a.seg[sg[b]].W, lr[b], sub, lanes, nu);
             }
         }
-    };
+    }
+    __device__ __forceinline__ unsigned long long rows(const gemv_args &a, const qact &A, int r0, int step) {
+        unsigned long long best = 0;
+        for (; r0 < a.total_rows; r0 += step) {
+            float v[RB];
+            int cs[RB], clr[RB];
+#pragma unroll
+            for (int b = 0; b < RB; b++) {
+                int r = r0 + b * rpw + grp;
+                v[b] = 0.0f;
+                if (r < a.total_rows) v[b] = fast[b] ? R[b].dot(A, 0, sub, lanes, nu) : row_dot_part(a.seg[sg[b]].W, lr[b], A, 0, sub, lanes);
+                cs[b] = sg[b]; clr[b] = lr[b];
+            }
+            if (r0 + step < a.total_rows) fetch(a, r0 + step);
+#pragma unroll
+            for (int b = 0; b < RB; b++) {
+                int r = r0 + b * rpw + grp;
+                float x = group_sum(v[b], lanes);
+                if (r < a.total_rows && sub == 0) {
+                    float *y = a.seg[cs[b]].y + clr[b];
+                    if (a.seg[cs[b]].epi == EPI_ADD) *y += x; else *y = x;
+                    if (a.argmax && cs[b] == 0) { unsigned long long p = argmax_pack(x, clr[b]); best = p > best ? p : best; }
+                }
+            }
+        }
+        return best;
+    }
+};
+
+/* Exact GEMV rows (the router: its top-k must not flip on the q8 rounding of the activation): BF16
+ * rows dot the fp32 input, others are dequantized; warp rows w0, w0 + stride, ... (rpw per warp). */
+__device__ __forceinline__ void gemv_rows_exact(const gemv_args &a, const qact &A, int w0, int stride) {
+    int lane = threadIdx.x & 31, lanes = gemv_lanes(a.K), rpw = 32 / lanes, sub = lane & (lanes - 1), grp = lane / lanes;
+    for (; w0 < a.total_rows; w0 += stride * rpw) {
+        int r = w0 + grp, s = 0, rr = 0;
+        bool ok = r < a.total_rows;
+        if (ok) gemv_seg_of(a, r, &s, &rr);
+        float x = 0.0f;
+        if (ok) x = a.seg[s].W.type == GT_BF16 ? row_dot_part(a.seg[s].W, rr, A, 0, sub, lanes) : row_dot_f32(a.seg[s].W, rr, A.xf, sub, lanes);
+        x = group_sum(x, lanes);
+        if (ok && sub == 0) {
+            float *y = a.seg[s].y + rr;
+            if (a.seg[s].epi == EPI_ADD) *y += x; else *y = x;
+        }
+    }
+}
+
+
+template <int WT, int NU, int RB>
+__global__ void __launch_bounds__(GEMV_THREADS) k_gemv_pf(const gemv_args a) {
+    extern __shared__ __align__(16) unsigned char sm[];
+    __shared__ float red[32];
+    __shared__ unsigned long long best_s[GEMV_THREADS / 32];
+    int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    gemv_warp<WT, NU, RB> G(a);
+    int step = gridDim.x * nw * G.rpw * RB;
+    int r0 = (blockIdx.x * nw + warp) * G.rpw * RB;
     pdl_trigger();
-    if (r0 < a.total_rows) fetch(r0);
+    if (r0 < a.total_rows) G.fetch(a, r0);
     pdl_wait();
     qact A;
     gemv_prologue(a, sm, red, &A);
-    unsigned long long best = 0;
-    for (; r0 < a.total_rows; r0 += step) {
-        float v[RB];
-        int cs[RB], clr[RB];
-#pragma unroll
-        for (int b = 0; b < RB; b++) {
-            int r = r0 + b * rpw + grp;
-            v[b] = 0.0f;
-            if (r < a.total_rows) v[b] = fast[b] ? R[b].dot(A, 0, sub, lanes, nu) : row_dot_part(a.seg[sg[b]].W, lr[b], A, 0, sub, lanes);
-            cs[b] = sg[b]; clr[b] = lr[b];
-        }
-        if (r0 + step < a.total_rows) fetch(r0 + step);
-#pragma unroll
-        for (int b = 0; b < RB; b++) {
-            int r = r0 + b * rpw + grp;
-            float x = group_sum(v[b], lanes);
-            if (r < a.total_rows && sub == 0) {
-                float *y = a.seg[cs[b]].y + clr[b];
-                if (a.seg[cs[b]].epi == EPI_ADD) *y += x; else *y = x;
-                if (a.argmax && cs[b] == 0) { unsigned long long p = argmax_pack(x, clr[b]); best = p > best ? p : best; }
-            }
-        }
-    }
-    if (a.argmax) {
-        for (int o = 16; o > 0; o >>= 1) {
-            unsigned long long t = __shfl_xor_sync(0xffffffffu, best, o);
-            best = t > best ? t : best;
-        }
-        if (lane == 0) best_s[warp] = best;
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            unsigned long long b = 0;
-            for (int w = 0; w < nw; w++) b = best_s[w] > b ? best_s[w] : b;
-            atomicMax(a.argmax, b);
-        }
-    }
+    gemv_argmax_block(a, G.rows(a, A, r0, step), best_s);
 }
 
 /* MoE gate/up with prefetch: every warp computes the top-k itself (no block barrier before the
@@ -374,6 +403,60 @@ __global__ void __launch_bounds__(GEMV_THREADS) k_gemv_pf(const gemv_args a) {
  * grid: one wave, block GEMV_THREADS, dynamic smem qact_smem_bytes(H). */
 #define MOE_GU_THREADS 256
 #define MOE_GU_RB 2
+
+/* One warp's gate/up rows (h = silu(gate x) * (up x)) with register prefetch, shared by
+ * k_moe_gateup_pf, k_moe_gateup_q and the persistent decode kernel. Rows [0, k*FF) are the chosen
+ * experts' (ids: this warp's top-k, in shared memory), [k*FF, k*FF + FS) the shared expert's. */
+template <int WT, int NU>
+struct moe_gu_warp {
+    static constexpr int RB = MOE_GU_RB;
+    rowregs<WT, NU> G[RB], U[RB];
+    const gmat *gw[RB], *uw[RB];
+    long row[RB];
+    bool fast[RB];
+    int lanes, rpw, sub, grp, nu, total;
+    __device__ __forceinline__ moe_gu_warp(const moe_args &a) {
+        int lane = threadIdx.x & 31;
+        lanes = gemv_lanes(a.H); rpw = 32 / lanes; sub = lane & (lanes - 1); grp = lane / lanes;
+        nu = (a.H >> 5) / lanes;
+        total = a.k * a.FF + a.FS;
+    }
+    __device__ __forceinline__ void fetch(const moe_args &a, const int *ids, int base) {
+#pragma unroll
+        for (int b = 0; b < RB; b++) {
+            int r = base + b * rpw + grp;
+            fast[b] = false;
+            gw[b] = &a.gate; uw[b] = &a.up; row[b] = 0;
+            if (r < total) {
+                if (r < a.k * a.FF) { row[b] = (long)ids[r / a.FF] * a.FF + r % a.FF; }
+                else { gw[b] = &a.sgate; uw[b] = &a.sup; row[b] = r - a.k * a.FF; }
+                fast[b] = gw[b]->type == WT && uw[b]->type == WT;
+                if (fast[b]) { G[b].load(*gw[b], row[b], sub, lanes, nu); U[b].load(*uw[b], row[b], sub, lanes, nu); }
+            }
+        }
+    }
+    __device__ __forceinline__ void rows(const moe_args &a, const int *ids, const qact &A, int r0, int step) {
+        for (; r0 < total; r0 += step) {
+            float gv[RB], uv[RB];
+#pragma unroll
+            for (int b = 0; b < RB; b++) {
+                int r = r0 + b * rpw + grp;
+                gv[b] = uv[b] = 0.0f;
+                if (r < total) {
+                    if (fast[b]) { gv[b] = G[b].dot(A, 0, sub, lanes, nu); uv[b] = U[b].dot(A, 0, sub, lanes, nu); }
+                    else { gv[b] = row_dot_part(*gw[b], row[b], A, 0, sub, lanes); uv[b] = row_dot_part(*uw[b], row[b], A, 0, sub, lanes); }
+                }
+            }
+            if (r0 + step < total) fetch(a, ids, r0 + step);
+#pragma unroll
+            for (int b = 0; b < RB; b++) {
+                int r = r0 + b * rpw + grp;
+                float x = group_sum(gv[b], lanes), y = group_sum(uv[b], lanes);
+                if (r < total && sub == 0) a.h[r] = silu_f(x) * y;
+            }
+        }
+    }
+};
 template <int WT, int NU>
 __global__ void __launch_bounds__(MOE_GU_THREADS) k_moe_gateup_pf(const moe_args a) {
     extern __shared__ __align__(16) unsigned char sm[];
@@ -390,54 +473,15 @@ __global__ void __launch_bounds__(MOE_GU_THREADS) k_moe_gateup_pf(const moe_args
         if (a.ids_out) a.ids_out[lane] = ids[lane];
         if (a.w_out) a.w_out[lane] = wts_w[0][lane];
     }
-    int lanes = gemv_lanes(a.H), rpw = 32 / lanes, sub = lane & (lanes - 1), grp = lane / lanes;
-    int nu = (a.H >> 5) / lanes;
-    int total = a.k * a.FF + a.FS;
-    constexpr int RB = MOE_GU_RB;
-    int step = gridDim.x * nw * rpw * RB;
-    int r0 = (blockIdx.x * nw + warp) * rpw * RB;
-    rowregs<WT, NU> G[RB], U[RB];
-    const gmat *gw[RB], *uw[RB];
-    long row[RB];
-    bool fast[RB];
-    auto fetch = [&](int base) {
-#pragma unroll
-        for (int b = 0; b < RB; b++) {
-            int r = base + b * rpw + grp;
-            fast[b] = false;
-            gw[b] = &a.gate; uw[b] = &a.up; row[b] = 0;
-            if (r < total) {
-                if (r < a.k * a.FF) { row[b] = (long)ids[r / a.FF] * a.FF + r % a.FF; }
-                else { gw[b] = &a.sgate; uw[b] = &a.sup; row[b] = r - a.k * a.FF; }
-                fast[b] = gw[b]->type == WT && uw[b]->type == WT;
-                if (fast[b]) { G[b].load(*gw[b], row[b], sub, lanes, nu); U[b].load(*uw[b], row[b], sub, lanes, nu); }
-            }
-        }
-    };
-    if (r0 < total) fetch(r0);
+    moe_gu_warp<WT, NU> M(a);
+    int step = gridDim.x * nw * M.rpw * M.RB;
+    int r0 = (blockIdx.x * nw + warp) * M.rpw * M.RB;
+    if (r0 < M.total) M.fetch(a, ids, r0);
     gemv_args pa = {};
     pa.pro = PRO_RMSNORM; pa.x = a.x; pa.K = a.H; pa.g = a.g; pa.eps = a.eps;
     qact A;
     gemv_prologue(pa, sm, red, &A);
-    for (; r0 < total; r0 += step) {
-        float gv[RB], uv[RB];
-#pragma unroll
-        for (int b = 0; b < RB; b++) {
-            int r = r0 + b * rpw + grp;
-            gv[b] = uv[b] = 0.0f;
-            if (r < total) {
-                if (fast[b]) { gv[b] = G[b].dot(A, 0, sub, lanes, nu); uv[b] = U[b].dot(A, 0, sub, lanes, nu); }
-                else { gv[b] = row_dot_part(*gw[b], row[b], A, 0, sub, lanes); uv[b] = row_dot_part(*uw[b], row[b], A, 0, sub, lanes); }
-            }
-        }
-        if (r0 + step < total) fetch(r0 + step);
-#pragma unroll
-        for (int b = 0; b < RB; b++) {
-            int r = r0 + b * rpw + grp;
-            float x = group_sum(gv[b], lanes), y = group_sum(uv[b], lanes);
-            if (r < total && sub == 0) a.h[r] = silu_f(x) * y;
-        }
-    }
+    M.rows(a, ids, A, r0, step);
 }
 
 #define MOE_DOWN_IT 5

@@ -62,83 +62,19 @@ __global__ void __launch_bounds__(QACT_THREADS) k_qact(const gemv_args a, const 
 template <int WT, int NU, int RB, int THREADS>
 __global__ void __launch_bounds__(THREADS) k_gemv_q(const gemv_args a, const qbuf q) {
     __shared__ unsigned long long best_s[THREADS / 32];
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    int lanes = gemv_lanes(a.K), rpw = 32 / lanes, sub = lane & (lanes - 1), grp = lane / lanes;
-    int nu = (a.K >> 5) / lanes;
-    int step = gridDim.x * nw * rpw * RB;
-    int r0 = (blockIdx.x * nw + warp) * rpw * RB;
-    rowregs<WT, NU> R[RB];
-    int sg[RB], lr[RB];
-    bool fast[RB];
-    auto fetch = [&](int base) {
-#pragma unroll
-        for (int b = 0; b < RB; b++) {
-            int r = base + b * rpw + grp;
-            fast[b] = false;
-            sg[b] = 0; lr[b] = 0;
-            if (r < a.total_rows) {
-                gemv_seg_of(a, r, &sg[b], &lr[b]);
-                fast[b] = a.seg[sg[b]].W.type == WT;
-                if (fast[b]) R[b].load(a.seg[sg[b]].W, lr[b], sub, lanes, nu);
-            }
-        }
-    };
-    if (r0 < a.total_rows && !a.exact) fetch(r0);
+    int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    gemv_warp<WT, NU, RB> G(a);
+    int step = gridDim.x * nw * G.rpw * RB;
+    int r0 = (blockIdx.x * nw + warp) * G.rpw * RB;
+    if (r0 < a.total_rows && !a.exact) G.fetch(a, r0);
     pdl_wait();
     pdl_trigger();
     const qact A{q.xf, q.xq, q.dx, q.s16};
-    unsigned long long best = 0;
     if (a.exact) { /* small matrices only (the router): fp32 dots, no register prefetch */
-        for (int w0 = (blockIdx.x * nw + warp) * rpw; w0 < a.total_rows; w0 += gridDim.x * nw * rpw) {
-            int r = w0 + grp, s = 0, rr = 0;
-            bool ok = r < a.total_rows;
-            if (ok) gemv_seg_of(a, r, &s, &rr);
-            /* BF16 rows already dot the fp32 input (unit_dot_bf16) with 16-byte loads */
-            float x = 0.0f;
-            if (ok) x = a.seg[s].W.type == GT_BF16 ? row_dot_part(a.seg[s].W, rr, A, 0, sub, lanes) : row_dot_f32(a.seg[s].W, rr, q.xf, sub, lanes);
-            x = group_sum(x, lanes);
-            if (ok && sub == 0) {
-                float *y = a.seg[s].y + rr;
-                if (a.seg[s].epi == EPI_ADD) *y += x; else *y = x;
-            }
-        }
+        gemv_rows_exact(a, A, (blockIdx.x * nw + warp) * G.rpw, gridDim.x * nw);
         return;
     }
-    for (; r0 < a.total_rows; r0 += step) {
-        float v[RB];
-        int cs[RB], clr[RB];
-#pragma unroll
-        for (int b = 0; b < RB; b++) {
-            int r = r0 + b * rpw + grp;
-            v[b] = 0.0f;
-            if (r < a.total_rows) v[b] = fast[b] ? R[b].dot(A, 0, sub, lanes, nu) : row_dot_part(a.seg[sg[b]].W, lr[b], A, 0, sub, lanes);
-            cs[b] = sg[b]; clr[b] = lr[b];
-        }
-        if (r0 + step < a.total_rows) fetch(r0 + step);
-#pragma unroll
-        for (int b = 0; b < RB; b++) {
-            int r = r0 + b * rpw + grp;
-            float x = group_sum(v[b], lanes);
-            if (r < a.total_rows && sub == 0) {
-                float *y = a.seg[cs[b]].y + clr[b];
-                if (a.seg[cs[b]].epi == EPI_ADD) *y += x; else *y = x;
-                if (a.argmax && cs[b] == 0) { unsigned long long p = argmax_pack(x, clr[b]); best = p > best ? p : best; }
-            }
-        }
-    }
-    if (a.argmax) {
-        for (int o = 16; o > 0; o >>= 1) {
-            unsigned long long t = __shfl_xor_sync(0xffffffffu, best, o);
-            best = t > best ? t : best;
-        }
-        if (lane == 0) best_s[warp] = best;
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            unsigned long long b = 0;
-            for (int w = 0; w < nw; w++) b = best_s[w] > b ? best_s[w] : b;
-            atomicMax(a.argmax, b);
-        }
-    }
+    gemv_argmax_block(a, G.rows(a, A, r0, step), best_s);
 }
 
 /* MoE gate/up + SwiGLU on the qbuf of the normed residual (the router GEMV's input, so the same
@@ -149,35 +85,14 @@ __global__ void __launch_bounds__(MOE_GU_THREADS) k_moe_gateup_q(const moe_args 
     __shared__ int ids_w[MOE_GU_THREADS / 32][QK_MAX_TOPK];
     __shared__ float wts_w[MOE_GU_THREADS / 32][QK_MAX_TOPK];
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-    int lanes = gemv_lanes(a.H), rpw = 32 / lanes, sub = lane & (lanes - 1), grp = lane / lanes;
-    int nu = (a.H >> 5) / lanes;
-    int total = a.k * a.FF + a.FS;
-    constexpr int RB = MOE_GU_RB;
-    int step = gridDim.x * nw * rpw * RB;
-    int r0 = (blockIdx.x * nw + warp) * rpw * RB;
-    rowregs<WT, NU> G[RB], U[RB];
-    const gmat *gw[RB], *uw[RB];
-    long row[RB];
-    bool fast[RB];
+    moe_gu_warp<WT, NU> M(a);
+    int step = gridDim.x * nw * M.rpw * M.RB;
+    int r0 = (blockIdx.x * nw + warp) * M.rpw * M.RB;
     /* shared-expert rows do not depend on the router: a warp whose first batch is all shared rows
      * loads it before the wait */
     bool pre = r0 >= a.k * a.FF;
     const int *ids = ids_w[warp];
-    auto fetch = [&](int base) {
-#pragma unroll
-        for (int b = 0; b < RB; b++) {
-            int r = base + b * rpw + grp;
-            fast[b] = false;
-            gw[b] = &a.gate; uw[b] = &a.up; row[b] = 0;
-            if (r < total) {
-                if (r < a.k * a.FF) { row[b] = (long)ids[r / a.FF] * a.FF + r % a.FF; }
-                else { gw[b] = &a.sgate; uw[b] = &a.sup; row[b] = r - a.k * a.FF; }
-                fast[b] = gw[b]->type == WT && uw[b]->type == WT;
-                if (fast[b]) { G[b].load(*gw[b], row[b], sub, lanes, nu); U[b].load(*uw[b], row[b], sub, lanes, nu); }
-            }
-        }
-    };
-    if (pre && r0 < total) fetch(r0);
+    if (pre && r0 < M.total) M.fetch(a, ids, r0);
     pdl_wait();
     pdl_trigger();
     topk_warp(a.logits, a.E, a.k, ids_w[warp], wts_w[warp]);
@@ -186,27 +101,8 @@ __global__ void __launch_bounds__(MOE_GU_THREADS) k_moe_gateup_q(const moe_args 
         if (a.ids_out) a.ids_out[lane] = ids[lane];
         if (a.w_out) a.w_out[lane] = wts_w[0][lane];
     }
-    if (!pre && r0 < total) fetch(r0);
-    const qact A{q.xf, q.xq, q.dx, q.s16};
-    for (; r0 < total; r0 += step) {
-        float gv[RB], uv[RB];
-#pragma unroll
-        for (int b = 0; b < RB; b++) {
-            int r = r0 + b * rpw + grp;
-            gv[b] = uv[b] = 0.0f;
-            if (r < total) {
-                if (fast[b]) { gv[b] = G[b].dot(A, 0, sub, lanes, nu); uv[b] = U[b].dot(A, 0, sub, lanes, nu); }
-                else { gv[b] = row_dot_part(*gw[b], row[b], A, 0, sub, lanes); uv[b] = row_dot_part(*uw[b], row[b], A, 0, sub, lanes); }
-            }
-        }
-        if (r0 + step < total) fetch(r0 + step);
-#pragma unroll
-        for (int b = 0; b < RB; b++) {
-            int r = r0 + b * rpw + grp;
-            float x = group_sum(gv[b], lanes), y = group_sum(uv[b], lanes);
-            if (r < total && sub == 0) a.h[r] = silu_f(x) * y;
-        }
-    }
+    if (!pre && r0 < M.total) M.fetch(a, ids, r0);
+    M.rows(a, ids, qact{q.xf, q.xq, q.dx, q.s16}, r0, step);
 }
 
 /* MoE down + weighted combine + residual add on the qbuf of h (k_qact, PRO_PLAIN, K = k*FF + FS,
@@ -371,19 +267,7 @@ __global__ void __launch_bounds__(TMA_THREADS) k_gemv_tma(const gemv_args a, con
             issue(i + NST);
         }
     }
-    if (a.argmax) {
-        for (int o = 16; o > 0; o >>= 1) {
-            unsigned long long t = __shfl_xor_sync(0xffffffffu, best, o);
-            best = t > best ? t : best;
-        }
-        if (lane == 0) best_s[warp] = best;
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            unsigned long long b = 0;
-            for (int w = 0; w < nw; w++) b = best_s[w] > b ? best_s[w] : b;
-            atomicMax(a.argmax, b);
-        }
-    }
+    gemv_argmax_block(a, best, best_s);
 }
 
 /* Tile rows and stage count for a matrix of K columns: tiles of about tile_kb KB, NST stages. */

@@ -11,7 +11,7 @@
  * every block from L2 instead of serialising one block.
  *
  * The phase bodies are the per-kernel code's device functions (gemv rows: k_rowregs.cuh; GDN step:
- * gdn_step_warp; attention: attn_prep_block / attn_fd_block / attn_combine_block), so both paths
+ * gdn_step_warp; attention: attn_prep_block / attn_fd_block / attn_combine_part), so both paths
  * compute the same arithmetic. Phases per layer:
  *   GDN:       in-proj (qkv|z|b|a) | GDN step | out-proj (+x) | router | gate/up | down (+x)
  *   attention: q|k|v | prep (norm, RoPE, KV append) | flash-decoding splits | combine | o-proj (+x) |
@@ -144,33 +144,16 @@ __device__ __forceinline__ void pk_args_to_smem(const T &src, T *dst) {
 /* ---- GEMV phase: y = W transform(x), rows grid-strided over all warps of the grid. The first
  * batch of rows is loaded before the barrier; `store` (optional) receives block 0's activation. */
 template <int WT, int NU, int RB>
-__device__ void pk_gemv_t(const gemv_args &a, pk_bar &bar, unsigned char *sm, float *red,
-                          unsigned long long *best_s, const qbuf *store) {
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    int lanes = gemv_lanes(a.K), rpw = 32 / lanes, sub = lane & (lanes - 1), grp = lane / lanes;
-    int nu = (a.K >> 5) / lanes;
-    int step = gridDim.x * PK_WARPS * rpw * RB;
-    int r0 = (blockIdx.x * PK_WARPS + warp) * rpw * RB;
+__device__ void pk_gemv_t(const gemv_args &a, pk_bar &bar, unsigned char *sm, float *red, unsigned long long *best_s,
+                          const qbuf *store) {
+    int warp = threadIdx.x >> 5;
+    gemv_warp<WT, NU, RB> G(a);
+    int step = gridDim.x * PK_WARPS * G.rpw * RB;
+    int r0 = (blockIdx.x * PK_WARPS + warp) * G.rpw * RB;
     bool slow = false; /* exact dots on non-BF16 rows: dequantized weights x fp32 input, no prefetch */
     if (a.exact)
         for (int s = 0; s < a.nseg; s++) slow |= a.seg[s].W.type != GT_BF16;
-    rowregs<WT, NU> R[RB];
-    int sg[RB], lr[RB];
-    bool fast[RB];
-    auto fetch = [&](int base) {
-#pragma unroll
-        for (int b = 0; b < RB; b++) {
-            int r = base + b * rpw + grp;
-            fast[b] = false;
-            sg[b] = 0; lr[b] = 0;
-            if (r < a.total_rows) {
-                gemv_seg_of(a, r, &sg[b], &lr[b]);
-                fast[b] = a.seg[sg[b]].W.type == WT;
-                if (fast[b]) R[b].load(a.seg[sg[b]].W, lr[b], sub, lanes, nu);
-            }
-        }
-    };
-    if (!slow && r0 < a.total_rows) fetch(r0);
+    if (!slow && r0 < a.total_rows) G.fetch(a, r0);
     pk_sync(bar);
     qact A;
     gemv_prologue(a, sm, red, &A);
@@ -179,57 +162,8 @@ __device__ void pk_gemv_t(const gemv_args &a, pk_bar &bar, unsigned char *sm, fl
         for (int k = threadIdx.x; k < a.K / 32; k += blockDim.x) store->dx[k] = A.dx[k];
         for (int k = threadIdx.x; k < a.K / 16; k += blockDim.x) store->s16[k] = A.s16[k];
     }
-    if (slow) {
-        for (int w0 = (blockIdx.x * PK_WARPS + warp) * rpw; w0 < a.total_rows; w0 += gridDim.x * PK_WARPS * rpw) {
-            int r = w0 + grp, s = 0, rr = 0;
-            bool ok = r < a.total_rows;
-            if (ok) gemv_seg_of(a, r, &s, &rr);
-            float x = 0.0f;
-            if (ok) x = a.seg[s].W.type == GT_BF16 ? row_dot_part(a.seg[s].W, rr, A, 0, sub, lanes) : row_dot_f32(a.seg[s].W, rr, A.xf, sub, lanes);
-            x = group_sum(x, lanes);
-            if (ok && sub == 0) {
-                float *y = a.seg[s].y + rr;
-                if (a.seg[s].epi == EPI_ADD) *y += x; else *y = x;
-            }
-        }
-        return;
-    }
-    unsigned long long best = 0;
-    for (; r0 < a.total_rows; r0 += step) {
-        float v[RB];
-        int cs[RB], clr[RB];
-#pragma unroll
-        for (int b = 0; b < RB; b++) {
-            int r = r0 + b * rpw + grp;
-            v[b] = 0.0f;
-            if (r < a.total_rows) v[b] = fast[b] ? R[b].dot(A, 0, sub, lanes, nu) : row_dot_part(a.seg[sg[b]].W, lr[b], A, 0, sub, lanes);
-            cs[b] = sg[b]; clr[b] = lr[b];
-        }
-        if (r0 + step < a.total_rows) fetch(r0 + step);
-#pragma unroll
-        for (int b = 0; b < RB; b++) {
-            int r = r0 + b * rpw + grp;
-            float x = group_sum(v[b], lanes);
-            if (r < a.total_rows && sub == 0) {
-                float *y = a.seg[cs[b]].y + clr[b];
-                if (a.seg[cs[b]].epi == EPI_ADD) *y += x; else *y = x;
-                if (a.argmax && cs[b] == 0) { unsigned long long p = argmax_pack(x, clr[b]); best = p > best ? p : best; }
-            }
-        }
-    }
-    if (a.argmax) {
-        for (int o = 16; o > 0; o >>= 1) {
-            unsigned long long t = __shfl_xor_sync(0xffffffffu, best, o);
-            best = t > best ? t : best;
-        }
-        if (lane == 0) best_s[warp] = best;
-        __syncthreads();
-        if (threadIdx.x == 0) {
-            unsigned long long b = 0;
-            for (int w = 0; w < PK_WARPS; w++) b = best_s[w] > b ? best_s[w] : b;
-            atomicMax(a.argmax, b);
-        }
-    }
+    if (slow) gemv_rows_exact(a, A, (blockIdx.x * PK_WARPS + warp) * G.rpw, gridDim.x * PK_WARPS);
+    else gemv_argmax_block(a, G.rows(a, A, r0, step), best_s);
 }
 
 /* Register batches per warp as in gemv_rb (k_gemvq launch side): ~8 units of loads in flight per lane. */
@@ -259,59 +193,19 @@ __device__ __noinline__ void pk_gemv(const gemv_args &ag, pk_bar &bar, unsigned 
 template <int WT, int NU>
 __device__ void pk_moe_gateup_t(const moe_args &a, const qbuf &q, pk_bar &bar, int *ids_s, float *wts_s) {
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    int lanes = gemv_lanes(a.H), rpw = 32 / lanes, sub = lane & (lanes - 1), grp = lane / lanes;
-    int nu = (a.H >> 5) / lanes;
-    int total = a.k * a.FF + a.FS;
-    constexpr int RB = MOE_GU_RB;
-    int step = gridDim.x * PK_WARPS * rpw * RB;
-    int r0 = (blockIdx.x * PK_WARPS + warp) * rpw * RB;
-    rowregs<WT, NU> G[RB], U[RB];
-    const gmat *gw[RB], *uw[RB];
-    long row[RB];
-    bool fast[RB];
+    moe_gu_warp<WT, NU> M(a);
+    int step = gridDim.x * PK_WARPS * M.rpw * M.RB;
+    int r0 = (blockIdx.x * PK_WARPS + warp) * M.rpw * M.RB;
     bool pre = r0 >= a.k * a.FF;
-    auto fetch = [&](int base) {
-#pragma unroll
-        for (int b = 0; b < RB; b++) {
-            int r = base + b * rpw + grp;
-            fast[b] = false;
-            gw[b] = &a.gate; uw[b] = &a.up; row[b] = 0;
-            if (r < total) {
-                if (r < a.k * a.FF) { row[b] = (long)ids_s[r / a.FF] * a.FF + r % a.FF; }
-                else { gw[b] = &a.sgate; uw[b] = &a.sup; row[b] = r - a.k * a.FF; }
-                fast[b] = gw[b]->type == WT && uw[b]->type == WT;
-                if (fast[b]) { G[b].load(*gw[b], row[b], sub, lanes, nu); U[b].load(*uw[b], row[b], sub, lanes, nu); }
-            }
-        }
-    };
-    if (pre && r0 < total) fetch(r0);
+    if (pre && r0 < M.total) M.fetch(a, ids_s, r0);
     pk_sync(bar);
     if (warp == 0) {
         topk_warp(a.logits, a.E, a.k, ids_s, wts_s);
         if (lane == 0) wts_s[a.k] = a.FS ? sigmoid_f(a.logits[a.E]) : 0.0f;
     }
     __syncthreads();
-    if (!pre && r0 < total) fetch(r0);
-    const qact A{q.xf, q.xq, q.dx, q.s16};
-    for (; r0 < total; r0 += step) {
-        float gv[RB], uv[RB];
-#pragma unroll
-        for (int b = 0; b < RB; b++) {
-            int r = r0 + b * rpw + grp;
-            gv[b] = uv[b] = 0.0f;
-            if (r < total) {
-                if (fast[b]) { gv[b] = G[b].dot(A, 0, sub, lanes, nu); uv[b] = U[b].dot(A, 0, sub, lanes, nu); }
-                else { gv[b] = row_dot_part(*gw[b], row[b], A, 0, sub, lanes); uv[b] = row_dot_part(*uw[b], row[b], A, 0, sub, lanes); }
-            }
-        }
-        if (r0 + step < total) fetch(r0 + step);
-#pragma unroll
-        for (int b = 0; b < RB; b++) {
-            int r = r0 + b * rpw + grp;
-            float x = group_sum(gv[b], lanes), y = group_sum(uv[b], lanes);
-            if (r < total && sub == 0) a.h[r] = silu_f(x) * y;
-        }
-    }
+    if (!pre && r0 < M.total) M.fetch(a, ids_s, r0);
+    M.rows(a, ids_s, qact{q.xf, q.xq, q.dx, q.s16}, r0, step);
 }
 
 __device__ __noinline__ void pk_moe_gateup(const moe_args &ag, const qbuf &q, pk_bar &bar, int *ids_s, float *wts_s) {
@@ -409,39 +303,9 @@ __device__ __noinline__ void pk_attn_fd_t(const attn_dec_args &da, float *fsm) {
  * a quarter of the splits (a whole-head block per head would leave most of the grid idle and walk
  * all splits serially). */
 __device__ __noinline__ void pk_attn_combine(const attn_dec_args &a) {
-    __shared__ float ws[ATT_COMB_MAXS];
-    __shared__ float red[32];
-    __shared__ float part[PK_THREADS];
-    int HD = a.HD, tid = threadIdx.x, ns = a.nsplit, dpb = 64, nch = (HD + dpb - 1) / dpb;
+    int nch = (a.HD + 63) / 64;
     for (int vb = blockIdx.x; vb < a.NH * nch; vb += gridDim.x) {
-        int h = vb / nch, d0 = (vb % nch) * dpb;
-        float m = -INFINITY;
-        for (int s = tid; s < ns; s += blockDim.x) m = fmaxf(m, a.part_ml[((long)s * a.NH + h) * 2]);
-        m = warp_max(m);
-        __syncthreads();
-        if ((tid & 31) == 0) red[tid >> 5] = m;
-        __syncthreads();
-        float M = -INFINITY;
-        for (int i = 0; i < PK_WARPS; i++) M = fmaxf(M, red[i]);
-        __syncthreads();
-        float den = 0.0f;
-        for (int s = tid; s < ns; s += blockDim.x) {
-            float e = __expf(a.part_ml[((long)s * a.NH + h) * 2] - M);
-            ws[s] = e;
-            den += e * a.part_ml[((long)s * a.NH + h) * 2 + 1];
-        }
-        den = block_sum(den, red);
-        int d = d0 + (tid & (dpb - 1)), g = tid / dpb, groups = PK_THREADS / dpb;
-        float acc = 0.0f;
-        if (d < HD)
-#pragma unroll 4
-            for (int s = g; s < ns; s += groups) acc += ws[s] * a.part_o[((long)s * a.NH + h) * HD + d];
-        part[tid] = acc;
-        __syncthreads();
-        if (g == 0 && d < HD) {
-            for (int k = 1; k < groups; k++) acc += part[k * dpb + (tid & (dpb - 1))];
-            a.out[h * HD + d] = acc / den * sigmoid_f(a.qg[h * 2 * HD + HD + d]);
-        }
+        attn_combine_part(a, vb / nch, (vb % nch) * 64, 64);
         __syncthreads();
     }
 }
