@@ -189,7 +189,12 @@ static void test_unmask_body(void **state) {
     assert_string_equal(cJSON_GetObjectItem(msg, "content")->valuestring, "use p\"w\\d\n not [SECRET_2]");
     cJSON *args = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(msg, "tool_calls"), 0),
                                                           "function"), "arguments");
-    assert_string_equal(args->valuestring, "{\"k\":\"p\"w\\d\n\"}");
+    /* the arguments are JSON text: the restored value is escaped inside it, and decodes back */
+    assert_string_equal(args->valuestring, "{\"k\":\"p\\\"w\\\\d\\u000a\"}");
+    cJSON *aj = cJSON_Parse(args->valuestring);
+    assert_non_null(aj);
+    assert_string_equal(cJSON_GetObjectItem(aj, "k")->valuestring, "p\"w\\d\n");
+    cJSON_Delete(aj);
     cJSON_Delete(j);
     /* not a completion: unchanged */
     ll_strbuf_clear(&b);
@@ -352,9 +357,10 @@ static void test_sse_tool_args_every_cut(void **state) {
     pii_masker m;
     pii_masker_init(&m);
     const pii_mask_entry *en;
-    assert_int_equal(pii_masker_placeholder(&m, PII_EMAIL, "anna@firma.de", 13, &en), LL_OK);
+    /* a value with a '"': restored JSON-escaped, the arguments stay JSON */
+    assert_int_equal(pii_masker_placeholder(&m, PII_EMAIL, "an\"na@firma.de", 14, &en), LL_OK);
     const char *masked = "{\"to\":\"[PRIVATE_EMAIL_1]\",\"cc\":\"[PRIVATE_EMAIL_1]\"}";
-    const char *want = "{\"to\":\"anna@firma.de\",\"cc\":\"anna@firma.de\"}";
+    const char *want = "{\"to\":\"an\\\"na@firma.de\",\"cc\":\"an\\\"na@firma.de\"}";
     size_t n = strlen(masked);
     /* the arguments cut into three events at every pair of byte positions (empty fragments
      * included), then a second tool call and the finish event */
@@ -371,7 +377,7 @@ static void test_sse_tool_args_every_cut(void **state) {
             char finish[32];
             sse_collect_calls(out.data, args, 2, &text, finish);
             assert_string_equal(args[0].data, want);
-            assert_string_equal(args[1].data, "{\"x\":\"anna@firma.de\"}");
+            assert_string_equal(args[1].data, "{\"x\":\"an\\\"na@firma.de\"}");
             assert_string_equal(finish, "tool_calls");
             for (int k = 0; k < 2; k++) ll_strbuf_free(&args[k]);
             ll_strbuf_free(&in);

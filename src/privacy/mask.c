@@ -98,9 +98,33 @@ static long ph_scan(const char *s, size_t n) {
     return (long)(i + 1);
 }
 
-/* Restores placeholders in s[n]; returns the number of bytes consumed (the rest is a possible
- * placeholder prefix when !final). */
-static ll_status unmask_run(const pii_masker *m, const char *s, size_t n, int final, pii_buf *out, size_t *consumed) {
+/* Appends v[n] so that it is valid inside a JSON string literal: a '"', a lone '\\' and control
+ * bytes are escaped; escape sequences already in v (a value masked out of JSON text, such as tool
+ * call arguments) are kept as they are, so restoring never escapes twice. */
+static ll_status append_json_escaped(pii_buf *out, const char *v, size_t n) {
+    static const char hex[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)v[i];
+        if (c == '\\' && i + 1 < n && strchr("\"\\/bfnrtu", v[i + 1])) {
+            LL_TRY(pii_buf_append(out, v + i, 2));
+            i++;
+        } else if (c == '\\' || c == '"') {
+            char e[2] = {'\\', (char)c};
+            LL_TRY(pii_buf_append(out, e, 2));
+        } else if (c < 0x20) {
+            char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+            LL_TRY(pii_buf_append(out, e, 6));
+        } else {
+            LL_TRY(pii_buf_append(out, v + i, 1));
+        }
+    }
+    return LL_OK;
+}
+
+/* Restores placeholders in s[n] (json: the values JSON-escaped, for text that is the inside of a
+ * JSON string); returns the number of bytes consumed (the rest is a possible placeholder prefix
+ * when !final). */
+static ll_status unmask_run(const pii_masker *m, const char *s, size_t n, int final, int json, pii_buf *out, size_t *consumed) {
     size_t pos = 0, i = 0;
     while (i < n) {
         const char *br = memchr(s + i, '[', n - i);
@@ -116,7 +140,7 @@ static ll_status unmask_run(const pii_masker *m, const char *s, size_t n, int fi
             const pii_mask_entry *e = pii_masker_lookup(m, s + i, (size_t)l);
             if (e) {
                 LL_TRY(pii_buf_append(out, s + pos, i - pos));
-                LL_TRY(pii_buf_append(out, e->value, e->vlen));
+                LL_TRY(json ? append_json_escaped(out, e->value, e->vlen) : pii_buf_append(out, e->value, e->vlen));
                 pos = i + (size_t)l;
             }
             i += (size_t)l;
@@ -131,7 +155,12 @@ static ll_status unmask_run(const pii_masker *m, const char *s, size_t n, int fi
 
 ll_status pii_unmask_text(const pii_masker *m, const char *text, size_t n, pii_buf *out) {
     size_t used;
-    return unmask_run(m, text, n, 1, out, &used);
+    return unmask_run(m, text, n, 1, 0, out, &used);
+}
+
+ll_status pii_unmask_text_json(const pii_masker *m, const char *text, size_t n, pii_buf *out) {
+    size_t used;
+    return unmask_run(m, text, n, 1, 1, out, &used);
 }
 
 void pii_unmask_stream_init(pii_unmask_stream *s, const pii_masker *m) {
@@ -149,7 +178,7 @@ ll_status pii_unmask_stream_feed(pii_unmask_stream *s, const char *chunk, size_t
         memcpy(tmp, s->hold, s->nhold);
         memcpy(tmp + s->nhold, chunk + k, take);
         size_t used;
-        LL_TRY(unmask_run(s->m, tmp, s->nhold + take, 0, out, &used));
+        LL_TRY(unmask_run(s->m, tmp, s->nhold + take, 0, s->json, out, &used));
         size_t left = s->nhold + take - used; /* a prefix still open at the end of tmp */
         if (used < s->nhold) {
             /* the held '[' still opens a possible placeholder: keep it and the new bytes */
@@ -165,7 +194,7 @@ ll_status pii_unmask_stream_feed(pii_unmask_stream *s, const char *chunk, size_t
     }
     if (k < n) {
         size_t used;
-        LL_TRY(unmask_run(s->m, chunk + k, n - k, 0, out, &used));
+        LL_TRY(unmask_run(s->m, chunk + k, n - k, 0, s->json, out, &used));
         size_t left = n - k - used;
         LL_ASSERT(left <= PII_PLACEHOLDER_MAX);
         memcpy(s->hold, chunk + k + used, left);
@@ -176,7 +205,7 @@ ll_status pii_unmask_stream_feed(pii_unmask_stream *s, const char *chunk, size_t
 
 ll_status pii_unmask_stream_finish(pii_unmask_stream *s, pii_buf *out) {
     size_t used;
-    ll_status st = unmask_run(s->m, s->hold, s->nhold, 1, out, &used);
+    ll_status st = unmask_run(s->m, s->hold, s->nhold, 1, s->json, out, &used);
     s->nhold = 0;
     return st;
 }

@@ -53,6 +53,9 @@ ll_status pii_mask_text(pii_masker *m, const char *text, size_t n, const pii_spa
                         pii_buf *out);
 /* Restores every issued placeholder in text[n], appending to *out. */
 ll_status pii_unmask_text(const pii_masker *m, const char *text, size_t n, pii_buf *out);
+/* The same for text that sits inside a JSON string (tool call arguments are JSON text): each value
+ * is JSON-escaped (its '"', lone '\\' and control bytes; escapes it already has are kept). */
+ll_status pii_unmask_text_json(const pii_masker *m, const char *text, size_t n, pii_buf *out);
 
 /* Streaming restore: feed chunks as they arrive; each feed appends everything that can no longer
  * be part of a placeholder and holds back a possible placeholder prefix (at most
@@ -61,6 +64,7 @@ typedef struct pii_unmask_stream {
     const pii_masker *m;
     char hold[PII_PLACEHOLDER_MAX];
     size_t nhold;
+    int json;           /* set after init: values JSON-escaped as pii_unmask_text_json does */
 } pii_unmask_stream;
 void pii_unmask_stream_init(pii_unmask_stream *s, const pii_masker *m);
 ll_status pii_unmask_stream_feed(pii_unmask_stream *s, const char *chunk, size_t n, pii_buf *out);

@@ -223,18 +223,22 @@ ll_status ll_gw_mask(ll_gw_scan *s, uint32_t cat_mask, pii_masker *m) {
 /* ------------------------------------------------------------------ restoring answers */
 
 /* Replaces the string node's value with its unmasked text (unchanged on OOM: the caller's
- * output then still carries placeholders, never anything wrong). */
-static void unmask_item(const pii_masker *m, cJSON *item, pii_buf *tmp) {
+ * output then still carries placeholders, never anything wrong). json: the node is JSON text
+ * (tool call arguments), so restored values are JSON-escaped and it stays parseable. */
+static void unmask_node(const pii_masker *m, cJSON *item, pii_buf *tmp, int json) {
     if (!cJSON_IsString(item) || !item->valuestring || !strchr(item->valuestring, '[')) return;
     tmp->n = 0;
-    if (pii_unmask_text(m, item->valuestring, strlen(item->valuestring), tmp) == LL_OK && tmp->s)
-        cJSON_SetValuestring(item, tmp->s);
+    size_t n = strlen(item->valuestring);
+    ll_status st = json ? pii_unmask_text_json(m, item->valuestring, n, tmp) : pii_unmask_text(m, item->valuestring, n, tmp);
+    if (st == LL_OK && tmp->s) cJSON_SetValuestring(item, tmp->s);
 }
+static void unmask_item(const pii_masker *m, cJSON *item, pii_buf *tmp) { unmask_node(m, item, tmp, 0); }
+static void unmask_args(const pii_masker *m, cJSON *item, pii_buf *tmp) { unmask_node(m, item, tmp, 1); }
 
 static void unmask_tool_calls(const pii_masker *m, cJSON *calls, pii_buf *tmp) {
     for (cJSON *tc = cJSON_IsArray(calls) ? calls->child : NULL; tc; tc = tc->next) {
         cJSON *fn = cJSON_GetObjectItemCaseSensitive(tc, "function");
-        if (cJSON_IsObject(fn)) unmask_item(m, cJSON_GetObjectItemCaseSensitive(fn, "arguments"), tmp);
+        if (cJSON_IsObject(fn)) unmask_args(m, cJSON_GetObjectItemCaseSensitive(fn, "arguments"), tmp);
     }
 }
 
@@ -277,7 +281,10 @@ void ll_gw_sse_init(ll_gw_sse *s, const pii_masker *m) {
     for (int i = 0; i < LL_GW_MAX_CHOICES; i++) {
         pii_unmask_stream_init(&s->content[i], m);
         pii_unmask_stream_init(&s->reasoning[i], m);
-        for (int k = 0; k < LL_GW_MAX_CALLS; k++) pii_unmask_stream_init(&s->args[i][k], m);
+        for (int k = 0; k < LL_GW_MAX_CALLS; k++) {
+            pii_unmask_stream_init(&s->args[i][k], m);
+            s->args[i][k].json = 1;
+        }
     }
 }
 
@@ -338,7 +345,7 @@ static void stream_tool_calls(ll_gw_sse *s, int ci, cJSON *delta, int fin) {
         cJSON *fn = cJSON_IsObject(tc) ? cJSON_GetObjectItemCaseSensitive(tc, "function") : NULL;
         cJSON *args = cJSON_IsObject(fn) ? cJSON_GetObjectItemCaseSensitive(fn, "arguments") : NULL;
         if (k < 0 || k >= LL_GW_MAX_CALLS) { /* beyond the streams kept: restored per event */
-            unmask_item(s->m, args, &s->tmp);
+            unmask_args(s->m, args, &s->tmp);
             continue;
         }
         for (int o = 0; o < LL_GW_MAX_CALLS; o++)
