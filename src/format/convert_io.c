@@ -69,6 +69,8 @@ static int out_flush(conv_out *o) {
     return 0;
 }
 
+/* The cookie's write: all n bytes, or 0 with errno set (fopencookie(3): never negative; glibc's
+ * unbuffered fwrite miscounts a -1). */
 static ssize_t out_write(void *cookie, const char *buf, size_t n) {
     conv_out *o = cookie;
     const uint8_t *b = (const uint8_t *)buf;
@@ -82,9 +84,9 @@ static ssize_t out_write(void *cookie, const char *buf, size_t n) {
             memcpy(o->stage + o->len, b, fill);
             o->len += fill, b += fill, left -= fill;
             o->n_staged += fill;
-            if (out_flush(o) != 0) return -1;
+            if (out_flush(o) != 0) return 0;
             size_t k = o->direct ? left / A * A : left;
-            if (out_pwrite(o, b, k, o->pos) != 0) return -1;
+            if (out_pwrite(o, b, k, o->pos) != 0) return 0;
             o->pos += k, b += k, left -= k;
             continue; /* the rest (less than a block) is staged */
         }
@@ -92,7 +94,7 @@ static ssize_t out_write(void *cookie, const char *buf, size_t n) {
         memcpy(o->stage + o->len, b, k);
         o->len += k, b += k, left -= k;
         o->n_staged += k;
-        if (o->len == STAGE_BYTES && out_flush(o) != 0) return -1;
+        if (o->len == STAGE_BYTES && out_flush(o) != 0) return 0;
     }
     return (ssize_t)n;
 }
