@@ -609,7 +609,8 @@ static void chunk_rows(chunk_job *j, int64_t lo, int64_t hi, float *f, float *g,
         }
         quant_dequant_row(m->type, src, f, cols);
         if (t->perm == PERM_COLS) {
-            for (int64_t c = 0; c < cols; c++) g[c] = f[grouped_of(j->hp, c / t->perm_dim) * t->perm_dim + c % t->perm_dim];
+            for (int64_t c = 0; c < cols; c += t->perm_dim) /* V-head blocks of columns, tiled from grouped */
+                memcpy(g + c, f + grouped_of(j->hp, c / t->perm_dim) * t->perm_dim, (size_t)t->perm_dim * sizeof(float));
             quant_quantize_row(t->type, g, dst, cols);
         } else {
             quant_quantize_row(t->type, f, dst, cols);
