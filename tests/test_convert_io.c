@@ -149,6 +149,7 @@ static void test_src_read(void **st) {
     if (!s) {
         print_message("O_DIRECT reads not available in %s\n", g_tmp);
         munmap((void *)map, N);
+        remove(p);
         free(want);
         skip();
     }

@@ -8,9 +8,11 @@
  * memory-mapped files, so nothing is read until it is converted. The canonical model is then
  * written in llama.cpp's conventions, tensor by tensor, in chunks of rows quantized by all
  * threads. The three stages overlap: while the pool quantizes chunk k, a writer thread writes
- * chunk k - 1 and a read-ahead thread reads and maps chunk k + 1 (MADV_WILLNEED +
- * MADV_POPULATE_READ). Peak memory: two chunk buffers, about two chunks of mapped source, plus
- * the model's small fp32 vectors; pages of the source already converted are dropped.
+ * chunk k - 1 and a read-ahead thread reads chunk k + 1: with O_DIRECT into a reused buffer when
+ * it is not in the page cache, else by mapping it (MADV_WILLNEED + MADV_POPULATE_READ); the
+ * output's whole blocks are written with O_DIRECT too (convert_io.h). Peak memory: two chunk
+ * buffers, about two chunks of source, plus the model's small fp32 vectors; mapped pages of the
+ * source already converted are dropped.
  *
  * llama.cpp conventions (ggml-org/llama.cpp):
  *  - tensor names: src/llama-arch.cpp LLM_TENSOR_NAMES for LLM_ARCH_QWEN35MOE (the same names
