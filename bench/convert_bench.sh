@@ -10,6 +10,7 @@
 # (evicted from the page cache with `dd iflag=nocache`, then read with dd) and warm, the disk's
 # write speed (dd conv=fsync), and for each TYPE a cold and a warm `lilac convert`, with wall,
 # user and system time and peak RSS from /usr/bin/time. Run it a few times on a shared machine.
+# LILAC_CONVERT_DIRECT=0 (see src/format/convert.h) measures without O_DIRECT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${LILAC_BIN:-build/lilac}
@@ -54,7 +55,9 @@ echo "write (fsync): $(dd if=/dev/zero of="$WORK/w.tmp" bs=8M count=256 conv=fsy
 rm -f "$WORK/w.tmp"
 for ty in "${types[@]}"; do
     for mode in cold warm; do
-        [ "$mode" = cold ] && dd if="$f" iflag=nocache count=0 status=none
+        # cold: evicted; warm: read into the page cache first (a cold run reads with O_DIRECT and
+        # leaves nothing cached, so the run after it would be cold again)
+        if [ "$mode" = cold ]; then dd if="$f" iflag=nocache count=0 status=none; else cat "$f" >/dev/null; fi
         load=$(cut -d' ' -f1 /proc/loadavg)
         out=$(/usr/bin/time -f "wall %e s, user %U s, sys %S s, peak RSS %M KiB" "$BIN" convert "$src" -o "$WORK/out.gguf" \
               --type "$ty" --force 2>&1 | grep -E "GB/s of source|wall" | tr '\n' ' ')

@@ -9,6 +9,7 @@
  *  - re-quantizing the bf16 GGUF (`lilac quantize`) gives byte-identical tensors to converting
  *    the HF folder directly, and copies the metadata;
  *  - the per-tensor type rule for the real 40-layer model (llama.cpp's Q4_K_M / Q4_K_S mix);
+ *  - O_DIRECT reads and writes give the same bytes as the mapping and the page cache;
  *  - bad input (missing shard, truncated shard, wrong shape, unsupported dtype, full disk,
  *    interruption, existing output) fails with a clear error and leaves no output file;
  *  - synth: a model that loads, gives finite and varied logits, GGUF and safetensors agree for a
@@ -17,6 +18,8 @@
 #include "testutil.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -277,6 +280,59 @@ static void test_output_independent_of_simd_and_threads(void **st) {
     }
 }
 
+/* O_DIRECT reads and writes (forced for the cached fixture: LILAC_CONVERT_DIRECT=all) write the
+ * same bytes as the mapping and the page cache (LILAC_CONVERT_DIRECT=0), and are really used
+ * where the file systems allow them. bf16 copies rows, the others quantize; the `small` fixture
+ * has 3 shards and V heads to reorder (rows and columns). */
+static int direct_ok(const char *path, int flags) {
+    int fd = open(path, flags | O_DIRECT, 0644);
+    if (fd >= 0) close(fd);
+    return fd >= 0;
+}
+
+static void test_direct_io_same_bytes(void **st) {
+    (void)st;
+    static const convert_type types[] = {CONVERT_Q4_K_M, CONVERT_Q6_K, CONVERT_BF16, CONVERT_Q8_0};
+    char shard[PATH_MAX], probe[512];
+    snprintf(shard, sizeof(shard), "%s/model-00001-of-00003.safetensors", tu_shared_path("fixtures/small"));
+    path(probe, sizeof(probe), g_tmp, "probe.bin");
+    int can_read = direct_ok(shard, O_RDONLY), can_write = direct_ok(probe, O_WRONLY | O_CREAT);
+    remove(probe);
+    for (size_t k = 0; k < LL_ARRAY_LEN(types); k++) {
+        char a[512], b[512];
+        path(a, sizeof(a), g_tmp, "plain-io.gguf");
+        path(b, sizeof(b), g_tmp, "direct-io.gguf");
+        convert_opts o = {.type = types[k], .threads = 2, .force = 1};
+        convert_stats sa, sb;
+        setenv("LILAC_CONVERT_DIRECT", "0", 1);
+        ll_status ra = convert_model(tu_shared_path("fixtures/small"), a, &o, &sa);
+        setenv("LILAC_CONVERT_DIRECT", "all", 1);
+        ll_status rb = convert_model(tu_shared_path("fixtures/small"), b, &o, &sb);
+        unsetenv("LILAC_CONVERT_DIRECT");
+        if (ra != LL_OK || rb != LL_OK) fail_msg("convert: %s", ll_errmsg());
+        print_message("%s: O_DIRECT read %llu of %llu source bytes, wrote %llu of %llu\n", convert_type_name(types[k]),
+                      (unsigned long long)sb.read_direct, (unsigned long long)sb.src_bytes, (unsigned long long)sb.written_direct,
+                      (unsigned long long)sb.out_bytes);
+        assert_int_equal(sa.read_direct, 0);
+        assert_int_equal(sa.written_direct, 0);
+        if (can_read) assert_true(sb.read_direct >= sb.src_bytes / 2); /* the matrices; small fp32 vectors are in memory */
+        if (can_write) assert_true(sb.written_direct >= sb.out_bytes / 2);
+        assert_int_equal(sa.out_bytes, sb.out_bytes);
+        char *da = NULL, *db = NULL;
+        size_t na = 0, nb = 0;
+        assert_int_equal(ll_read_file(a, &da, &na), LL_OK);
+        assert_int_equal(ll_read_file(b, &db, &nb), LL_OK);
+        assert_int_equal(na, nb);
+        assert_int_equal(na, sa.out_bytes);
+        if (memcmp(da, db, na) != 0) fail_msg("%s: the O_DIRECT file differs from the page-cache one", convert_type_name(types[k]));
+        ll_free(da);
+        ll_free(db);
+        remove(a);
+        remove(b);
+    }
+    if (!can_read || !can_write) print_message("O_DIRECT unavailable here for %s\n", !can_read ? "reads" : "writes");
+}
+
 /* ---------------------------------------------------------------- type rule */
 
 static void test_type_rule(void **st) {
@@ -434,23 +490,28 @@ static void test_bad_dtype(void **st) {
 
 static void test_bad_full_disk(void **st) {
     (void)st;
-    struct rlimit old, lim;
-    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
-    lim = old;
-    lim.rlim_cur = 1 << 20; /* a 1 MiB "disk": the small model needs ~6 MiB at q8_0 */
-    void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
-    assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
-    char out[512];
-    path(out, sizeof(out), g_tmp, "full-disk.gguf");
-    convert_opts o = {.type = CONVERT_Q8_0, .threads = 2};
-    ll_status s = convert_model(tu_shared_path("fixtures/small"), out, &o, NULL);
-    setrlimit(RLIMIT_FSIZE, &old);
-    signal(SIGXFSZ, prev);
-    print_message("full disk: %s\n", ll_errmsg());
-    assert_int_equal(s, LL_ERR_IO);
-    assert_non_null(strstr(ll_errmsg(), "write failed"));
-    assert_false(exists(out));
-    assert_int_equal(count_matching(g_tmp, ".part."), 0);
+    for (int direct = 0; direct < 2; direct++) { /* through the page cache, and with O_DIRECT */
+        struct rlimit old, lim;
+        assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+        lim = old;
+        lim.rlim_cur = 1 << 20; /* a 1 MiB "disk": the small model needs ~6 MiB at q8_0 */
+        void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
+        setenv("LILAC_CONVERT_DIRECT", direct ? "all" : "0", 1);
+        assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+        char out[512];
+        path(out, sizeof(out), g_tmp, "full-disk.gguf");
+        convert_opts o = {.type = CONVERT_Q8_0, .threads = 2};
+        ll_status s = convert_model(tu_shared_path("fixtures/small"), out, &o, NULL);
+        setrlimit(RLIMIT_FSIZE, &old);
+        signal(SIGXFSZ, prev);
+        unsetenv("LILAC_CONVERT_DIRECT");
+        print_message("full disk: %s\n", ll_errmsg());
+        assert_int_equal(s, LL_ERR_IO);
+        assert_non_null(strstr(ll_errmsg(), "write failed"));
+        assert_non_null(strstr(ll_errmsg(), strerror(EFBIG))); /* the cause, not a stale errno */
+        assert_false(exists(out));
+        assert_int_equal(count_matching(g_tmp, ".part."), 0);
+    }
 }
 
 typedef struct { volatile int flag; int calls; } cancel_ctx;
@@ -702,6 +763,7 @@ int main(void) {
         cmocka_unit_test(test_convert_quantized_quality),
         cmocka_unit_test(test_quantize_gguf_matches_direct),
         cmocka_unit_test(test_output_independent_of_simd_and_threads),
+        cmocka_unit_test(test_direct_io_same_bytes),
         cmocka_unit_test(test_bad_missing_shard),
         cmocka_unit_test(test_bad_truncated_shard),
         cmocka_unit_test(test_bad_wrong_shape),

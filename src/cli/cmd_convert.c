@@ -98,7 +98,8 @@ int cmd_convert(int argc, char **argv) {
         if (b.tty) fputc('\n', stderr);
         return cli_fail(cmd, ll_errmsg());
     }
-    fprintf(stderr, "%s: %lld tensors, %.2f GB read, %.2f GB written (%s) in %.1f s: %.2f GB/s of source\n", dst, (long long)s.n_tensors,
-            s.src_bytes / 1e9, s.out_bytes / 1e9, convert_type_name(o.type), s.seconds, s.seconds > 0 ? s.src_bytes / 1e9 / s.seconds : 0.0);
+    fprintf(stderr, "%s: %lld tensors, %.2f GB read, %.2f GB written (%s) in %.1f s: %.2f GB/s of source (O_DIRECT: %.2f GB read, %.2f GB written)\n",
+            dst, (long long)s.n_tensors, s.src_bytes / 1e9, s.out_bytes / 1e9, convert_type_name(o.type), s.seconds,
+            s.seconds > 0 ? s.src_bytes / 1e9 / s.seconds : 0.0, s.read_direct / 1e9, s.written_direct / 1e9);
     return 0;
 }

@@ -8,9 +8,11 @@
  * memory-mapped files, so nothing is read until it is converted. The canonical model is then
  * written in llama.cpp's conventions, tensor by tensor, in chunks of rows quantized by all
  * threads. The three stages overlap: while the pool quantizes chunk k, a writer thread writes
- * chunk k - 1 and a read-ahead thread reads and maps chunk k + 1 (MADV_WILLNEED +
- * MADV_POPULATE_READ). Peak memory: two chunk buffers, about two chunks of mapped source, plus
- * the model's small fp32 vectors; pages of the source already converted are dropped.
+ * chunk k - 1 and a read-ahead thread reads chunk k + 1: with O_DIRECT into a reused buffer when
+ * it is not in the page cache, else by mapping it (MADV_WILLNEED + MADV_POPULATE_READ); the
+ * output's whole blocks are written with O_DIRECT too (convert_io.h). Peak memory: two chunk
+ * buffers, about two chunks of source, plus the model's small fp32 vectors; mapped pages of the
+ * source already converted are dropped.
  *
  * llama.cpp conventions (ggml-org/llama.cpp):
  *  - tensor names: src/llama-arch.cpp LLM_TENSOR_NAMES for LLM_ARCH_QWEN35MOE (the same names
@@ -52,6 +54,7 @@
 
 #include "arena.h"
 #include "base/threadpool.h"
+#include "convert_io.h"
 #include "model_file.h"
 #include "tokenizer/tokenizer.h"
 
@@ -534,9 +537,31 @@ static ll_status copy_gguf_kv(gguf_writer *w, const gguf_file *g, convert_type t
 
 /* ---------------------------------------------------------------- tensor data */
 
+/* Where the source rows of one chunk are: read into `buf` (direct), or in the mapping. */
+typedef struct src_slot {
+    const out_tensor *t;       /* the chunk this slot holds: t, rows [r0, r0 + nr); t NULL: none */
+    int64_t r0, nr;
+    int direct;                /* the rows are in buf; else read them through the mapping */
+    int64_t k0;                /* first matrix (expert) of the chunk */
+    const uint8_t **base;      /* [k - k0]: source row lo[k - k0] of matrix k, in buf */
+    int64_t *lo, *hi;          /* [k - k0]: source rows [lo, hi) of matrix k are there */
+    uint64_t *off;             /* [k - k0]: their file offset */
+    int *file;                 /* [k - k0]: their file */
+    uint8_t *buf;              /* aligned to CONV_IO_ALIGN */
+    void *buf_raw;
+    size_t cap;
+    unsigned char *vec;        /* mincore scratch */
+    size_t vec_cap;
+    uint64_t bytes;            /* read into buf */
+    int ignore_cache;          /* read with O_DIRECT even what is in the page cache */
+    ll_status st;              /* a read error, with its message */
+    char msg[512];
+} src_slot;
+
 typedef struct chunk_job {
     const out_tensor *t;
     const qwen_hparams *hp;
+    const src_slot *src;       /* where the chunk's source rows are */
     int64_t r0, nr;            /* output rows */
     uint8_t *out;              /* [nr] rows of t->type */
     float *scratch;            /* [nth][2][cols] */
@@ -550,12 +575,13 @@ static int64_t src_row(const out_tensor *t, const qwen_hparams *hp, int64_t r) {
     return t->perm_off + grouped_of(hp, u / t->perm_dim) * t->perm_dim + u % t->perm_dim;
 }
 
-/* The source bytes of output row r (not for t->f32 tensors). */
-static const uint8_t *src_row_ptr(const out_tensor *t, const qwen_hparams *hp, int64_t r, const ll_mat **m_out) {
-    int64_t per = t->mats[0].rows;
-    const ll_mat *m = &t->mats[r / per];
+/* The source bytes of output row r of the chunk held by s (not for t->f32 tensors). */
+static const uint8_t *src_row_ptr(const out_tensor *t, const qwen_hparams *hp, const src_slot *s, int64_t r, const ll_mat **m_out) {
+    int64_t per = t->mats[0].rows, k = r / per, sr = src_row(t, hp, r % per);
+    const ll_mat *m = &t->mats[k];
     *m_out = m;
-    return ll_mat_row(m, src_row(t, hp, r % per));
+    if (s->direct) return s->base[k - s->k0] + (size_t)(sr - s->lo[k - s->k0]) * m->row_bytes;
+    return ll_mat_row(m, sr);
 }
 
 /* Output rows [lo, hi) of the chunk (indices within it); f, g: [cols] scratch. */
@@ -570,13 +596,13 @@ static void chunk_rows(chunk_job *j, int64_t lo, int64_t hi, float *f, float *g,
             continue;
         }
         const ll_mat *m, *mn;
-        const uint8_t *src = src_row_ptr(t, j->hp, r, &m);
+        const uint8_t *src = src_row_ptr(t, j->hp, j->src, r, &m);
         if (i + 1 < hi) {
             /* Start loading the next source row into the cache now, while this one is
              * quantized: a BF16 row of the real model is one 4 KiB page, where the hardware
              * prefetcher stops, so without this every row begins with a stall on memory
              * (BF16 -> fp32 took 12 % of convert's time, 3 % in a cache-warm benchmark). */
-            const uint8_t *nx = src_row_ptr(t, j->hp, r + 1, &mn);
+            const uint8_t *nx = src_row_ptr(t, j->hp, j->src, r + 1, &mn);
             for (size_t o = 0; o < mn->row_bytes; o += 64) __builtin_prefetch(nx + o);
         }
         if (m->type == t->type && t->perm != PERM_COLS) {
@@ -585,7 +611,8 @@ static void chunk_rows(chunk_job *j, int64_t lo, int64_t hi, float *f, float *g,
         }
         quant_dequant_row(m->type, src, f, cols);
         if (t->perm == PERM_COLS) {
-            for (int64_t c = 0; c < cols; c++) g[c] = f[grouped_of(j->hp, c / t->perm_dim) * t->perm_dim + c % t->perm_dim];
+            for (int64_t c = 0; c < cols; c += t->perm_dim) /* V-head blocks of columns, tiled from grouped */
+                memcpy(g + c, f + grouped_of(j->hp, c / t->perm_dim) * t->perm_dim, (size_t)t->perm_dim * sizeof(float));
             quant_quantize_row(t->type, g, dst, cols);
         } else {
             quant_quantize_row(t->type, f, dst, cols);
@@ -664,7 +691,80 @@ static void prefetch_rows(const out_tensor *t, int64_t r0, int64_t nr) {
 #endif
 }
 
-/* Read-ahead: a thread runs prefetch_rows for chunk k + 1 while the pool quantizes chunk k.
+/* Most source bytes one chunk may read into a slot's buffer; a chunk that needs more (only the
+ * V-head reorder spreads a chunk's rows that far) is read through the mapping. */
+#define SRC_SLOT_MAX ((size_t)256 << 20)
+
+/* Brings the source rows of output rows [r0, r0 + nr) of t into memory, into slot s: with
+ * O_DIRECT reads into s->buf when cs can read them and they are not all in the page cache
+ * already (from the page cache, the mapping is cheaper than a second read from the disk), else
+ * through the mapping (prefetch_rows). A read error is kept in s->st / s->msg. */
+static void load_chunk(conv_src *cs, src_slot *s, const qwen_hparams *hp, const out_tensor *t, int64_t r0, int64_t nr) {
+    s->t = t, s->r0 = r0, s->nr = nr;
+    s->direct = 0;
+    s->bytes = 0;
+    s->st = LL_OK;
+    if (t->f32 || nr <= 0) return;
+    int64_t per = t->mats[0].rows, k0 = r0 / per, k1 = (r0 + nr - 1) / per;
+    s->k0 = k0;
+    int resident = !s->ignore_cache;
+    size_t need = 0;
+    for (int64_t k = k0; k <= k1 && cs; k++) {
+        int64_t lo = LL_MAX(r0, k * per) - k * per, hi = LL_MIN(r0 + nr, (k + 1) * per) - k * per;
+        int64_t slo = lo, shi = hi;
+        if (t->perm == PERM_ROWS) { /* the reorder moves rows within their matrix */
+            slo = INT64_MAX, shi = INT64_MIN;
+            for (int64_t r = lo; r < hi; r++) {
+                int64_t q = src_row(t, hp, r);
+                slo = LL_MIN(slo, q), shi = LL_MAX(shi, q + 1);
+            }
+        }
+        const ll_mat *m = &t->mats[k];
+        const uint8_t *p = ll_mat_row(m, slo);
+        size_t n = (size_t)(shi - slo) * m->row_bytes;
+        int64_t i = k - k0;
+        if ((s->file[i] = conv_src_locate(cs, p, n, &s->off[i])) < 0) goto mapped;
+        s->lo[i] = slo, s->hi[i] = shi;
+        if (resident) resident = conv_src_resident(p, n, &s->vec, &s->vec_cap);
+        need += (size_t)(shi - slo) * m->row_bytes + 2 * CONV_IO_ALIGN;
+    }
+    if (!cs || resident || need > SRC_SLOT_MAX) goto mapped;
+    if (need > s->cap) {
+        ll_free(s->buf_raw);
+        s->cap = 0;
+        if (!(s->buf = conv_io_alloc(need, &s->buf_raw))) goto mapped;
+        s->cap = need;
+    }
+    /* one read per run of matrices that lie back to back in one file (fused experts) */
+    size_t pos = 0;
+    for (int64_t i = 0; i <= k1 - k0;) {
+        const ll_mat *m = &t->mats[k0 + i];
+        uint64_t a = s->off[i] / CONV_IO_ALIGN * CONV_IO_ALIGN, end = s->off[i] + (uint64_t)(s->hi[i] - s->lo[i]) * m->row_bytes;
+        int64_t e = i + 1;
+        for (; e <= k1 - k0; e++) {
+            const ll_mat *me = &t->mats[k0 + e];
+            if (s->file[e] != s->file[i] || s->off[e] < a || s->off[e] > end) break;
+            end = LL_MAX(end, s->off[e] + (uint64_t)(s->hi[e] - s->lo[e]) * me->row_bytes);
+        }
+        uint64_t b = (end + CONV_IO_ALIGN - 1) / CONV_IO_ALIGN * CONV_IO_ALIGN;
+        int rc = conv_src_read(cs, s->file[i], a, b, end - a, s->buf + pos, s->msg, sizeof(s->msg));
+        if (rc > 0) goto mapped; /* no O_DIRECT here after all */
+        if (rc < 0) {
+            s->st = LL_ERR_IO;
+            return;
+        }
+        for (int64_t q = i; q < e; q++) s->base[q] = s->buf + pos + (s->off[q] - a);
+        pos += (size_t)(b - a);
+        s->bytes += end - a;
+        i = e;
+    }
+    s->direct = 1;
+    return;
+mapped:
+    prefetch_rows(t, r0, nr);
+}
+
+/* Read-ahead: a thread runs load_chunk for chunk k + 1 while the pool quantizes chunk k.
  * One request in flight; the driver waits for it before quantizing that chunk (when the disk is
  * slower than the quantizers, that wait is the conversion being read-bound, as it should be). */
 typedef struct read_ahead {
@@ -673,6 +773,9 @@ typedef struct read_ahead {
     pthread_cond_t cv;
     const out_tensor *t; /* the request; NULL when idle */
     int64_t r0, nr;
+    src_slot *slot;      /* where it goes */
+    conv_src *cs;
+    const qwen_hparams *hp;
     int quit;
 } read_ahead;
 
@@ -684,8 +787,9 @@ static void *ra_main(void *arg) {
         if (!ra->t) break;
         const out_tensor *t = ra->t;
         int64_t r0 = ra->r0, nr = ra->nr;
+        src_slot *slot = ra->slot;
         pthread_mutex_unlock(&ra->mu);
-        prefetch_rows(t, r0, nr);
+        load_chunk(ra->cs, slot, ra->hp, t, r0, nr);
         pthread_mutex_lock(&ra->mu);
         ra->t = NULL;
         pthread_cond_broadcast(&ra->cv);
@@ -694,8 +798,9 @@ static void *ra_main(void *arg) {
     return NULL;
 }
 
-static ll_status ra_start(read_ahead *ra) {
+static ll_status ra_start(read_ahead *ra, conv_src *cs, const qwen_hparams *hp) {
     memset(ra, 0, sizeof(*ra));
+    ra->cs = cs, ra->hp = hp;
     pthread_mutex_init(&ra->mu, NULL);
     pthread_cond_init(&ra->cv, NULL);
     int rc = pthread_create(&ra->th, NULL, ra_main, ra);
@@ -713,12 +818,13 @@ static void ra_wait_idle(read_ahead *ra) {
     pthread_mutex_unlock(&ra->mu);
 }
 
-/* Hands rows [r0, r0 + nr) of t to the thread once it is idle (no-op for in-memory tensors). */
-static void ra_submit(read_ahead *ra, const out_tensor *t, int64_t r0, int64_t nr) {
+/* Hands rows [r0, r0 + nr) of t (into `slot`) to the thread once it is idle (no-op for
+ * in-memory tensors). */
+static void ra_submit(read_ahead *ra, src_slot *slot, const out_tensor *t, int64_t r0, int64_t nr) {
     if (t->f32 || nr <= 0) return;
     ra_wait_idle(ra);
     pthread_mutex_lock(&ra->mu);
-    ra->t = t, ra->r0 = r0, ra->nr = nr;
+    ra->t = t, ra->r0 = r0, ra->nr = nr, ra->slot = slot;
     pthread_cond_broadcast(&ra->cv);
     pthread_mutex_unlock(&ra->mu);
 }
@@ -835,8 +941,28 @@ static const char *base_name(const char *path, char *buf, size_t cap) {
     return buf;
 }
 
+/* The model's files, opened again for O_DIRECT reads (NULL: none can be). */
+static conv_src *open_sources(const qwen_model *m) {
+    const qwen_model_file *mf = m->file;
+    int n = mf->kind == QWEN_FILE_GGUF ? 1 : mf->st.n_files;
+    const uint8_t *base[n > 0 ? n : 1];
+    size_t size[n > 0 ? n : 1];
+    const char *path[n > 0 ? n : 1];
+    for (int i = 0; i < n; i++) {
+        const ll_mapfile *mp = mf->kind == QWEN_FILE_GGUF ? &mf->gguf->map : &mf->st.files[i].map;
+        base[i] = mp->data, size[i] = mp->size, path[i] = mp->path;
+    }
+    return n > 0 ? conv_src_open(n, base, size, path) : NULL;
+}
+
 ll_status convert_model(const char *src, const char *dst, const convert_opts *o, convert_stats *stats) {
     double t0 = ll_time_sec();
+    /* LILAC_CONVERT_DIRECT: 0 = no O_DIRECT, r = reads only, w = writes only; default both */
+    const char *dio = getenv("LILAC_CONVERT_DIRECT");
+    int direct_all = dio && !strcmp(dio, "all");
+    int direct_read = !dio || direct_all || !strcmp(dio, "1") || !strcmp(dio, "r");
+    int direct_write = !dio || direct_all || !strcmp(dio, "1") || !strcmp(dio, "w");
+    uint64_t read_direct = 0;
     quant_init();
     struct stat sb;
     if (!o->force && stat(dst, &sb) == 0) return ll_err(LL_ERR_INVALID, "%s: already exists (use --force to overwrite)", dst);
@@ -846,8 +972,13 @@ ll_status convert_model(const char *src, const char *dst, const convert_opts *o,
     gguf_writer *w = NULL;
     ll_pool *pool = NULL;
     uint8_t *buf = NULL;
+    void *buf_raw = NULL;
     float *scratch = NULL;
     FILE *f = NULL;
+    conv_out *out = NULL;
+    conv_src *cs = NULL;
+    src_slot slots[2];
+    memset(slots, 0, sizeof(slots));
     char *tmp = NULL;
     ll_status st = build_plan(&p, m, o->type);
     if (st != LL_OK) goto done;
@@ -865,7 +996,7 @@ ll_status convert_model(const char *src, const char *dst, const convert_opts *o,
         if (st == LL_OK) st = write_tokenizer_kv(w, src_dir, m->hp.n_vocab);
     }
     uint64_t total = 0;
-    int64_t max_cols = 1;
+    int64_t max_cols = 1, max_mats = 1;
     size_t max_rb = 1;
     for (int i = 0; i < p.n && st == LL_OK; i++) {
         out_tensor *t = &p.t[i];
@@ -873,48 +1004,75 @@ ll_status convert_model(const char *src, const char *dst, const convert_opts *o,
         total += t->src_bytes;
         max_cols = LL_MAX(max_cols, t->cols);
         max_rb = LL_MAX(max_rb, quant_row_bytes(t->type, t->cols));
+        max_mats = LL_MAX(max_mats, t->n_mats);
     }
     if (st != LL_OK) goto done;
     if (!(pool = ll_pool_new(o->threads))) { st = ll_err(LL_ERR_OOM, "convert: cannot start threads: %s", ll_errmsg()); goto done; }
     const size_t chunk = (size_t)8 << 20; /* output bytes per chunk (also the cancel / progress granularity) */
-    buf = ll_malloc(2 * (chunk + max_rb)); /* two chunks: one quantized while the other is written */
+    /* two chunks: one quantized while the other is written; each placed so that its first byte
+     * sits where it goes within a CONV_IO_ALIGN block of the file (direct writes need no copy) */
+    const size_t half = (chunk + max_rb + 2 * CONV_IO_ALIGN) / CONV_IO_ALIGN * CONV_IO_ALIGN;
+    buf = conv_io_alloc(2 * half, &buf_raw);
     scratch = ll_malloc((size_t)ll_pool_size(pool) * 2 * (size_t)max_cols * sizeof(float));
     size_t tl = strlen(dst) + 32;
     tmp = ll_malloc(tl);
-    if (!buf || !scratch || !tmp) { st = ll_err(LL_ERR_OOM, "convert: out of memory"); goto done; }
+    int slots_ok = 1;
+    for (int k = 0; k < 2; k++) {
+        src_slot *sl = &slots[k];
+        sl->base = ll_malloc((size_t)max_mats * sizeof(*sl->base));
+        sl->lo = ll_malloc((size_t)max_mats * sizeof(*sl->lo));
+        sl->hi = ll_malloc((size_t)max_mats * sizeof(*sl->hi));
+        sl->off = ll_malloc((size_t)max_mats * sizeof(*sl->off));
+        sl->file = ll_malloc((size_t)max_mats * sizeof(*sl->file));
+        slots_ok &= sl->base && sl->lo && sl->hi && sl->off && sl->file;
+        sl->ignore_cache = direct_all;
+    }
+    if (!buf || !scratch || !tmp || !slots_ok) { st = ll_err(LL_ERR_OOM, "convert: out of memory"); goto done; }
+    if (direct_read) cs = open_sources(m);
     snprintf(tmp, tl, "%s.part.XXXXXX", dst);
     int fd = mkstemp(tmp);
     if (fd < 0) { st = ll_err(LL_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno)); tmp[0] = '\0'; goto done; }
     fchmod(fd, 0644);
-    if (!(f = fdopen(fd, "wb"))) { close(fd); st = ll_err(LL_ERR_IO, "%s: cannot open: %s", tmp, strerror(errno)); goto done; }
+    if ((st = conv_out_open(&out, fd, direct_write, tmp)) != LL_OK) goto done; /* owns fd now */
+    f = conv_out_stream(out);
     if ((st = gguf_writer_begin(w, f, tmp)) != LL_OK) goto done;
+    const uint64_t data_start = conv_out_tell(out);
     uint64_t done_bytes = 0;
     if (o->progress) o->progress(o->progress_ud, 0, total);
     write_behind wb;
     if ((st = wb_start(&wb, w, f, tmp)) != LL_OK) goto done;
     read_ahead ra;
-    int ra_on = (st = ra_start(&ra)) == LL_OK; /* on failure: the loop is skipped, the writer joined */
+    int ra_on = (st = ra_start(&ra, cs, &m->hp)) == LL_OK; /* on failure: the loop is skipped, the writer joined */
     int cur = 0; /* which half of buf the pool fills next */
+    int sc = 0;  /* which slot holds the source of the chunk quantized next */
     for (int i = 0; i < p.n && st == LL_OK; i++) {
         const out_tensor *t = &p.t[i];
         size_t rb = quant_row_bytes(t->type, t->cols);
         int64_t per = LL_MAX(1, (int64_t)(chunk / rb));
-        chunk_job j = {t, &m->hp, 0, 0, NULL, scratch, 0};
+        uint64_t t_start = data_start + gguf_writer_data_offset(w, i);
+        chunk_job j = {t, &m->hp, NULL, 0, 0, NULL, scratch, 0};
         for (int64_t r = 0; r < t->rows && st == LL_OK; r += per) {
             if (o->cancel && *o->cancel) { st = ll_err(LL_ERR_CANCELLED, "convert: interrupted; %s not written", dst); break; }
             j.r0 = r;
             j.nr = LL_MIN(per, t->rows - r);
-            j.out = buf + (size_t)cur * (chunk + max_rb);
+            j.out = buf + (size_t)cur * half + (t_start + (uint64_t)r * rb) % CONV_IO_ALIGN;
             atomic_store_explicit(&j.next, 0, memory_order_relaxed); /* ll_pool_run publishes it */
-            /* this chunk's source is read (the read-ahead thread had it), start the next one's */
+            /* this chunk's source is read (the read-ahead thread had it; the first chunk is read
+             * here), start the next one's */
             ra_wait_idle(&ra);
-            if (r + per < t->rows) ra_submit(&ra, t, r + per, LL_MIN(per, t->rows - r - per));
+            src_slot *sl = &slots[sc];
+            if (sl->t != t || sl->r0 != r || sl->nr != j.nr) load_chunk(cs, sl, &m->hp, t, r, j.nr);
+            if (sl->st != LL_OK) { st = ll_err(sl->st, "%s", sl->msg); break; }
+            read_direct += sl->bytes;
+            if (r + per < t->rows) ra_submit(&ra, &slots[sc ^ 1], t, r + per, LL_MIN(per, t->rows - r - per));
             else if (i + 1 < p.n) {
                 const out_tensor *tn = &p.t[i + 1];
-                ra_submit(&ra, tn, 0, LL_MIN(tn->rows, LL_MAX(1, (int64_t)(chunk / quant_row_bytes(tn->type, tn->cols)))));
+                ra_submit(&ra, &slots[sc ^ 1], tn, 0, LL_MIN(tn->rows, LL_MAX(1, (int64_t)(chunk / quant_row_bytes(tn->type, tn->cols)))));
             }
+            j.src = sl;
             ll_pool_run(pool, chunk_worker, &j);
-            if (!t->f32) drop_rows(t, r, j.nr); /* the chunk holds its own copy now */
+            if (!t->f32 && !sl->direct) drop_rows(t, r, j.nr); /* the chunk holds its own copy now */
+            sc ^= 1;
             st = wb_submit(&wb, j.out, rb * (size_t)j.nr);
             cur ^= 1;
             uint64_t sb_ = t->src_bytes * (uint64_t)j.nr / (uint64_t)t->rows;
@@ -928,13 +1086,12 @@ ll_status convert_model(const char *src, const char *dst, const convert_opts *o,
         if (st == LL_OK) st = wst;
     }
     if (st == LL_OK) st = gguf_writer_end(w, f, tmp);
-    if (st == LL_OK && fflush(f) != 0) st = ll_err(LL_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
-    if (st == LL_OK && fsync(fileno(f)) != 0) st = ll_err(LL_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
+    if (st == LL_OK) st = conv_out_finish(out); /* the staged tail, fsync */
     {
-        long sz = st == LL_OK ? ftell(f) : 0;
-        int rc = fclose(f);
+        uint64_t sz = conv_out_tell(out), wd = conv_out_direct_bytes(out);
+        conv_out_close(out);
+        out = NULL;
         f = NULL;
-        if (st == LL_OK && rc != 0) st = ll_err(LL_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
         if (st == LL_OK && rename(tmp, dst) != 0) st = ll_err(LL_ERR_IO, "%s: cannot rename to %s: %s", tmp, dst, strerror(errno));
         if (st == LL_OK) {
             tmp[0] = '\0'; /* nothing to clean up */
@@ -943,14 +1100,26 @@ ll_status convert_model(const char *src, const char *dst, const convert_opts *o,
                 stats->out_bytes = (uint64_t)sz;
                 stats->n_tensors = p.n;
                 stats->seconds = ll_time_sec() - t0;
+                stats->read_direct = read_direct;
+                stats->written_direct = wd;
             }
         }
     }
 done:
-    if (f) fclose(f);
+    conv_out_close(out);
+    conv_src_close(cs);
+    for (int k = 0; k < 2; k++) {
+        ll_free(slots[k].buf_raw);
+        ll_free(slots[k].vec);
+        ll_free(slots[k].base);
+        ll_free(slots[k].lo);
+        ll_free(slots[k].hi);
+        ll_free(slots[k].off);
+        ll_free(slots[k].file);
+    }
     if (tmp && tmp[0] && st != LL_OK) remove(tmp);
     ll_free(tmp);
-    ll_free(buf);
+    ll_free(buf_raw);
     ll_free(scratch);
     ll_pool_free(pool);
     gguf_writer_free(w);

@@ -42,7 +42,15 @@ typedef struct convert_stats {
     uint64_t out_bytes;          /* size of the written file */
     int64_t n_tensors;
     double seconds;
+    uint64_t read_direct;        /* source bytes read with O_DIRECT (the rest came through the mapping) */
+    uint64_t written_direct;     /* output bytes written with O_DIRECT (the rest through the page cache) */
 } convert_stats;
+
+/* File I/O: a source that is not in the page cache is read with O_DIRECT into the converter's
+ * own buffers, and the output's whole 4 KiB blocks are written with O_DIRECT, where the file
+ * systems allow it (ordinary I/O otherwise). The environment variable LILAC_CONVERT_DIRECT
+ * changes that: 0 = no O_DIRECT, r = reads only, w = writes only, all = also read source pages
+ * that are in the page cache with O_DIRECT (for tests). The output bytes never depend on it. */
 
 /* Converts `src` (anything qwen_model_load accepts) to the GGUF file `dst`. On any error the
  * destination is left as it was (no partial file) and the message names the cause. */

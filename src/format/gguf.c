@@ -711,6 +711,12 @@ ll_status gguf_writer_put_data(gguf_writer *w, FILE *f, const void *p, size_t n,
     return LL_OK;
 }
 
+uint64_t gguf_writer_data_offset(const gguf_writer *w, int64_t i) {
+    size_t off = 0;
+    for (int64_t k = 0; k < i && k < w->n_t; k++) off = pad_to(off + w->t[k].nbytes, w->alignment);
+    return off;
+}
+
 ll_status gguf_writer_end(gguf_writer *w, FILE *f, const char *label) {
     if (!advance(w, f)) return ll_err(LL_ERR_IO, "%s: write failed: %s", label, strerror(errno));
     if (w->cur < w->n_t)

@@ -134,5 +134,7 @@ ll_status gguf_writer_write(gguf_writer *w, const char *path);
 ll_status gguf_writer_begin(gguf_writer *w, FILE *f, const char *label);
 ll_status gguf_writer_put_data(gguf_writer *w, FILE *f, const void *p, size_t n, const char *label);
 ll_status gguf_writer_end(gguf_writer *w, FILE *f, const char *label);
+/* Where tensor i's data starts, relative to the data section (the end of gguf_writer_begin's output). */
+uint64_t gguf_writer_data_offset(const gguf_writer *w, int64_t i);
 
 #endif
