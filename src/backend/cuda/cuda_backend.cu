@@ -90,7 +90,7 @@ struct cu_seq {
     float *part_o, *part_ml;                      /* [max_splits][NH][HD], [max_splits][NH][2] */
     int CH, max_splits;
     cudaGraphExec_t graph;
-    pk_params *d_pk;                              /* the persistent decode kernel's parameters (device) */
+    pk_params *pk;                                /* the persistent decode kernel's parameters (host; passed by value) */
     size_t bytes;
 };
 
@@ -148,15 +148,15 @@ struct cu_backend {
     int *ids, *cnt, *cursor, *perm, *tile_e, *tile_m0, *tile_mn, *n_tiles;
     prof_ctx prof;
     /* persistent decode kernel (k_persist.cuh; LILAC_CUDA_PERSIST=0: the per-kernel decode_step) */
-    int persist, pk_grid, pk_empty;           /* pk_empty: LILAC_CUDA_PK_EMPTY=1, barriers only (a diagnostic) */
+    int persist, pk_grid, pk_minb, pk_empty;  /* pk_minb: blocks per SM; pk_empty: LILAC_CUDA_PK_EMPTY=1, barriers only (a diagnostic) */
     size_t pk_smem;
+    int pk_ring_off, pk_nst, pk_stage;            /* weight ring: offset in dynamic smem, stages, bytes per stage */
     pk_layer *d_pk_layers;                        /* [n_layer] */
     unsigned *d_pk_bar;                           /* [64]: counter, epoch, released target at [32] */
     int *d_pk_err, *h_pk_err;                     /* barrier timeout flag (h_: pinned mirror) */
-    pk_params *d_pk_prof;                         /* the profiling copy of the parameters */
-    unsigned long long *d_pk_ts;                  /* [PK_MAX_TS] globaltimer stamps */
+    pk_params *pk_prof;                           /* the profiling copy of the parameters (host) */
+    unsigned long long *d_pk_ts;                  /* [4][PK_TS] globaltimer stamps (pk_params.prof) */
 };
-#define PK_MAX_TS 1024
 
 /* ------------------------------------------------------------------ allocation */
 
@@ -708,7 +708,7 @@ static void decode_layer_args(cu_backend *b, int l, pk_layer *pl) {
     }
 }
 
-static void decode_step_persist(cu_backend *b, cu_seq *s, const pk_params *dP);
+static void decode_step_persist(cu_backend *b, cu_seq *s, const pk_params *P);
 
 static void decode_step(cu_backend *b, cu_seq *s, int gen) {
     const qwen_hparams &hp = b->hp;
@@ -982,6 +982,7 @@ static void cu_free(ll_backend *be) {
     ll_free(b->hallocs);
     if (b->h_tok) cudaFreeHost(b->h_tok);
     if (b->h_pk_err) cudaFreeHost(b->h_pk_err);
+    ll_free(b->pk_prof);
     if (b->h_tokens) cudaFreeHost(b->h_tokens);
     for (int i = 0; i < 2 * PROF_MAX; i++)
         if (b->prof.ev[i]) cudaEventDestroy(b->prof.ev[i]);
@@ -992,7 +993,7 @@ static void cu_free(ll_backend *be) {
 static void seq_destroy(cu_seq *s) {
     if (!s) return;
     if (s->graph) cudaGraphExecDestroy(s->graph);
-    cudaFree(s->d_pk);
+    ll_free(s->pk);
     cudaFree(s->d_pos);
     cudaFree(s->kv);
     cudaFree(s->S);
@@ -1128,11 +1129,8 @@ static ll_status check_launch(const char *what) {
 
 /* ------------------------------------------------------------------ persistent decode (k_persist.cuh) */
 
-/* The GEMV row registers need K / 32 == lanes * nu exactly, nu <= RR_NU_MAX. */
-static int pk_gemv_ok(const gemv_args &a) {
-    int U = a.K >> 5, lanes = gemv_lanes(a.K);
-    return a.nseg >= 1 && a.K % 32 == 0 && U % lanes == 0 && U / lanes <= RR_NU_MAX;
-}
+/* A GEMV the persistent kernel can run: whole 32-element units (the dot kernels' granule). */
+static int pk_gemv_ok(const gemv_args &a) { return a.nseg >= 1 && a.K % 32 == 0; }
 
 /* Grid barriers of one persistent step: embed, 8 per attention layer, 6 per GDN layer, lm_head. */
 static int pk_n_barriers(const qwen_hparams &hp) {
@@ -1158,11 +1156,10 @@ static ll_status pk_setup(cu_backend *b) {
      * 4K (bench/results/2026-11-30-h200-s3); see dev/kernels/NOTES.md */
     if (!(getenv("LILAC_CUDA_PERSIST") && atoi(getenv("LILAC_CUDA_PERSIST")))) return LL_OK;
     int H = hp.n_embd, FF = hp.n_ff_exp, kf = hp.n_expert_used * FF + hp.n_ff_shexp;
-    if (H % 16 || hp.n_expert > 1024 || hp.n_expert_used + 1 > QK_MAX_TOPK || FF % 32 || hp.gdn_v_dim % 8) return LL_OK;
+    if (H % 32 || hp.n_expert > 1024 || hp.n_expert_used + 1 > QK_MAX_TOPK || FF % 32 || hp.n_ff_shexp % 32 || hp.gdn_v_dim % 8)
+        return LL_OK;
     if (b->n_gdn && hp.gdn_k_dim != 32 && hp.gdn_k_dim != 64 && hp.gdn_k_dim != 128) return LL_OK;
     if (b->n_attn && (!b->fd_ns || hp.head_dim > PK_THREADS)) return LL_OK; /* fd_ns: head_dim and G fit k_attn_dec */
-    int lanes_d = gemv_lanes(FF), nu_d = (FF >> 5) / lanes_d;
-    if (nu_d != 1 || (FF >> 5) % lanes_d || (hp.n_expert_used + 1 + 32 / lanes_d - 1) / (32 / lanes_d) > MOE_DOWN_IT) return LL_OK;
     gemv_args head = pk_head_args(b);
     if (!pk_gemv_ok(head)) return LL_OK;
     pk_layer *pl = (pk_layer *)ll_calloc((size_t)hp.n_layer, sizeof(pk_layer));
@@ -1170,17 +1167,31 @@ static ll_status pk_setup(cu_backend *b) {
     int ok = 1, kmax = LL_MAX(H, kf);
     for (int l = 0; l < hp.n_layer && ok; l++) {
         decode_layer_args(b, l, &pl[l]);
-        ok = pk_gemv_ok(pl[l].in) && pk_gemv_ok(pl[l].out) && pk_gemv_ok(pl[l].router) && pl[l].moe.gate.type == pl[l].moe.up.type;
+        ok = pk_gemv_ok(pl[l].in) && pk_gemv_ok(pl[l].out) && pk_gemv_ok(pl[l].router);
         kmax = LL_MAX(kmax, pl[l].out.K);
     }
-    size_t smem = qact_smem_bytes(kmax);
-    if (b->n_attn) smem = LL_MAX(smem, attn_fd_smem(hp.head_dim));
-    if (b->n_gdn) smem = LL_MAX(smem, (size_t)PK_WARPS * 2 * hp.gdn_k_dim * 4);
-    int occ = 0;
-    if (ok && cudaFuncSetAttribute(k_decode_persist, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem) == cudaSuccess)
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_decode_persist, PK_THREADS, smem);
+    /* dynamic shared memory: the activation (or the GDN step's q/k) first, then the ring of weight
+     * stages; the flash-decoding scratch overlays both. Stages of 20 KB (a tile of 8 gate + 8 up
+     * Q4_K rows of 2048, or 4 rows of the 9 down matrices), as many as leave 2 blocks per SM. */
+    size_t act = qact_smem_bytes(kmax);
+    if (b->n_gdn) act = LL_MAX(act, (size_t)PK_WARPS * 2 * hp.gdn_k_dim * 4);
+    if (b->n_attn) act = LL_MAX(act, (size_t)(PK_THREADS + 8 * b->nsm) * 4); /* the combine's scratch (nsplit <= grid <= 8 x SMs) */
+    size_t ring_off = (act + 127) & ~(size_t)127;
+    int stage = getenv("LILAC_CUDA_PK_STAGE") ? atoi(getenv("LILAC_CUDA_PK_STAGE")) * 1024 : 20 * 1024;
+    int nst_max = getenv("LILAC_CUDA_PK_NST") ? atoi(getenv("LILAC_CUDA_PK_NST")) : PK_NST_MAX;
+    stage = LL_MAX(4096, stage) & ~127;
+    nst_max = LL_MAX(2, LL_MIN(nst_max, PK_NST_MAX));
+    /* blocks per SM: 1 (default: all 255 registers, no spills, a deeper ring) or 2 (LILAC_CUDA_PK_OCC=2) */
+    int want = getenv("LILAC_CUDA_PK_OCC") ? LL_MAX(1, LL_MIN(2, atoi(getenv("LILAC_CUDA_PK_OCC")))) : 1;
+    int occ = 0, nst = nst_max;
+    size_t smem = 0;
+    for (; ok && nst >= 2; nst--) {
+        smem = ring_off + (size_t)nst * stage;
+        if (b->n_attn) smem = LL_MAX(smem, attn_fd_smem(hp.head_dim));
+        if (pk_kernel_config(want, smem, &occ) == cudaSuccess && occ >= want) break;
+    }
     cudaGetLastError();
-    if (!ok || occ < 1) { ll_free(pl); return LL_OK; }
+    if (!ok || nst < 2 || occ < 1) { ll_free(pl); return LL_OK; }
     ll_status st = dev_alloc(b, (void **)&b->d_pk_layers, (size_t)hp.n_layer * sizeof(pk_layer));
     if (st == LL_OK) st = cudaMemcpy(b->d_pk_layers, pl, (size_t)hp.n_layer * sizeof(pk_layer), cudaMemcpyHostToDevice) == cudaSuccess
                               ? LL_OK : ll_err(LL_ERR_DEVICE, "cuda: uploading the decode layer table");
@@ -1188,23 +1199,28 @@ static ll_status pk_setup(cu_backend *b) {
     LL_TRY(st);
     DALLOC(b, b->d_pk_bar, 256); /* [0] arrivals, [1] epoch, [32] released target (own line) */
     DALLOC(b, b->d_pk_err, 16);
-    DALLOC(b, b->d_pk_prof, sizeof(pk_params));
-    DALLOC(b, b->d_pk_ts, PK_MAX_TS * 8);
+    b->pk_prof = (pk_params *)ll_calloc(1, sizeof(pk_params));
+    if (!b->pk_prof) return ll_err(LL_ERR_OOM, "cuda: out of host memory");
+    DALLOC(b, b->d_pk_ts, 4 * PK_TS * 8);
     CU_TRY(cudaMemset(b->d_pk_bar, 0, 256));
     CU_TRY(cudaMemset(b->d_pk_err, 0, 16));
     CU_TRY(cudaMallocHost(&b->h_pk_err, 16));
     *b->h_pk_err = 0;
-    int want = getenv("LILAC_CUDA_PK_OCC") ? LL_MAX(1, atoi(getenv("LILAC_CUDA_PK_OCC"))) : 2;
-    b->pk_grid = b->nsm * LL_MIN(occ, want);
+    b->pk_grid = b->nsm * want;
+    b->pk_minb = want;
     b->pk_smem = smem;
+    b->pk_ring_off = (int)ring_off;
+    b->pk_nst = nst;
+    b->pk_stage = stage;
     b->pk_empty = getenv("LILAC_CUDA_PK_EMPTY") && atoi(getenv("LILAC_CUDA_PK_EMPTY"));
     b->persist = 1;
-    fprintf(stderr, "cuda: persistent decode kernel: %d blocks x %d threads (%d per SM resident), %zu B dynamic shared memory%s\n",
-            b->pk_grid, PK_THREADS, occ, smem, b->pk_empty ? "; EMPTY phases (barrier cost only, wrong logits)" : "");
+    fprintf(stderr, "cuda: persistent decode kernel: %d blocks x %d threads (%d per SM resident), %zu B dynamic shared memory "
+            "(%d stages of %d B)%s\n", b->pk_grid, PK_THREADS, occ, smem, nst, stage,
+            b->pk_empty ? "; EMPTY phases (barrier cost only, wrong logits)" : "");
     return LL_OK;
 }
 
-/* Writes the parameters of a step of sequence s into dst (device): gen != 0 logs consumed tokens,
+/* Writes the parameters of a step of sequence s into dst (host; the launch passes them by value): gen != 0 logs consumed tokens,
  * ts != NULL records the barrier times. */
 static ll_status pk_params_write(cu_backend *b, cu_seq *s, int gen, unsigned long long *ts, pk_params *dst) {
     const qwen_hparams &hp = b->hp;
@@ -1222,25 +1238,28 @@ static ll_status pk_params_write(cu_backend *b, cu_seq *s, int gen, unsigned lon
     P.pos = s->d_pos;
     P.kv = s->kv; P.S = s->S; P.ring = s->ring; P.part_o = s->part_o; P.part_ml = s->part_ml;
     P.n_ctx = s->n_ctx;
-    P.nsplit = hp.n_head_kv ? LL_MAX(1, LL_MIN(b->pk_grid / hp.n_head_kv, s->max_splits)) : 1;
+    P.nsplit = hp.n_head_kv ? LL_MAX(1, LL_MIN(LL_MIN(b->pk_grid, 8 * b->nsm) / hp.n_head_kv, s->max_splits)) : 1;
     P.qkv = b->qkv; P.ab = b->ab; P.o = b->o; P.qg = b->qg; P.kb = b->kb; P.vb = b->vb; P.q = b->q; P.att = b->att;
     P.inv_freq = b->inv_freq;
-    P.qx = b->q1;
     P.NH = hp.n_head; P.NKV = hp.n_head_kv; P.HD = hp.head_dim; P.n_rot = hp.n_rot;
     P.HK = hp.gdn_n_k_heads; P.HV = hp.gdn_n_v_heads; P.DK = hp.gdn_k_dim; P.DV = hp.gdn_v_dim; P.tiled = hp.gdn_v_tiled;
     P.CD = qwen_gdn_conv_dim(&hp);
     P.eps = hp.rms_eps;
+    P.ring_off = b->pk_ring_off; P.nst = b->pk_nst; P.stage = b->pk_stage;
+    P.copy = getenv("LILAC_CUDA_PK_COPY") && !strcmp(getenv("LILAC_CUDA_PK_COPY"), "bulk") ? PK_COPY_BULK : PK_COPY_ASYNC;
     P.bar = b->d_pk_bar; P.epoch = b->d_pk_bar + 1; P.flag = b->d_pk_bar + 32;
     P.prof = ts;
     P.err = b->d_pk_err;
     if (b->pk_empty) P.empty = pk_n_barriers(hp);
-    CU_TRY(cudaMemcpy(dst, &P, sizeof(P), cudaMemcpyHostToDevice));
+    P.diag = getenv("LILAC_CUDA_PK_DIAG") ? atoi(getenv("LILAC_CUDA_PK_DIAG")) : 0;
+    P.poll_ns = getenv("LILAC_CUDA_PK_POLL_NS") ? atoi(getenv("LILAC_CUDA_PK_POLL_NS")) : 0;
+    *dst = P;
     return LL_OK;
 }
 
-static void decode_step_persist(cu_backend *b, cu_seq *s, const pk_params *dP) {
+static void decode_step_persist(cu_backend *b, cu_seq *s, const pk_params *P) {
     (void)s;
-    k_decode_persist<<<b->pk_grid, PK_THREADS, b->pk_smem, b->st>>>(dP);
+    pk_kernel_launch(b->pk_minb, b->pk_grid, b->pk_smem, b->st, P);
 }
 
 /* After a synchronisation that followed persistent steps: the barrier-timeout flag. */
@@ -1290,15 +1309,30 @@ static const char *pk_phase(cu_backend *b, const cu_seq *s, int i, double *bytes
     return "lm_head_gemv";
 }
 
+/* LILAC_CUDA_PK_TRACE=1: one line per phase of a profiled persistent step (µs from the moment block
+ * 0 left the barrier that opened it): the last block's activation built, the first and the last
+ * block arriving at the closing barrier, and the release (block 0 leaving it). Separates the cost
+ * of the work, of the slowest block and of the barrier itself. */
+static void pk_trace(cu_backend *b, const cu_seq *s, const unsigned long long *ts, int n) {
+    const unsigned long long *last = ts + PK_TS, *first = ts + 2 * PK_TS, *act = ts + 3 * PK_TS;
+    fprintf(stderr, "pk trace: phase | start | activation built (last block) | first arrival | last arrival | released  (µs)\n");
+    for (int i = 0; i < n; i++) {
+        double bytes, t0 = (double)ts[i];
+        const char *name = pk_phase(b, s, i, &bytes);
+        fprintf(stderr, "pk %3d %-16s %9.2f | %7.2f | %7.2f | %7.2f | %7.2f\n", i, name, (t0 - ts[0]) * 1e-3,
+                act[i] ? (act[i] - t0) * 1e-3 : 0.0, (first[i] - t0) * 1e-3, (last[i] - t0) * 1e-3, (ts[i + 1] - t0) * 1e-3);
+    }
+}
+
 static ll_status ensure_graph(cu_backend *b, cu_seq *s) {
     if (s->graph) return LL_OK;
     if (b->persist) {
-        if (!s->d_pk) CU_TRY(cudaMalloc(&s->d_pk, sizeof(pk_params)));
-        LL_TRY(pk_params_write(b, s, 1, NULL, s->d_pk));
+        if (!s->pk && !(s->pk = (pk_params *)ll_calloc(1, sizeof(pk_params)))) return ll_err(LL_ERR_OOM, "cuda: out of host memory");
+        LL_TRY(pk_params_write(b, s, 1, NULL, s->pk));
     }
     cudaGraph_t g;
     CU_TRY(cudaStreamBeginCapture(b->st, cudaStreamCaptureModeThreadLocal));
-    if (b->persist) decode_step_persist(b, s, s->d_pk);
+    if (b->persist) decode_step_persist(b, s, s->pk);
     else decode_step(b, s, 1);
     cudaError_t e = cudaStreamEndCapture(b->st, &g);
     if (e != cudaSuccess) return ll_err(LL_ERR_DEVICE, "cuda: capturing the decode graph: %s", cudaGetErrorString(e));
@@ -1682,8 +1716,11 @@ extern "C" ll_status cuda_backend_profile(ll_backend *be, ll_seq *sq, const int3
         b->prof.on = 0;
         *b->h_tok = tokens[0];
         CU_TRY(cudaMemcpyAsync(b->d_tok, b->h_tok, 4, cudaMemcpyHostToDevice, b->st));
-        LL_TRY(pk_params_write(b, s, 0, b->d_pk_ts, b->d_pk_prof));
-        decode_step_persist(b, s, b->d_pk_prof);
+        LL_TRY(pk_params_write(b, s, 0, b->d_pk_ts, b->pk_prof));
+        CU_TRY(cudaMemsetAsync(b->d_pk_ts, 0, 2 * PK_TS * 8, b->st));           /* block 0, last arrivals */
+        CU_TRY(cudaMemsetAsync(b->d_pk_ts + 2 * PK_TS, 0xff, PK_TS * 8, b->st)); /* first arrivals (min) */
+        CU_TRY(cudaMemsetAsync(b->d_pk_ts + 3 * PK_TS, 0, PK_TS * 8, b->st));   /* activations built (max) */
+        decode_step_persist(b, s, b->pk_prof);
     } else if (n == 1) {
         *b->h_tok = tokens[0];
         CU_TRY(cudaMemcpyAsync(b->d_tok, b->h_tok, 4, cudaMemcpyHostToDevice, b->st));
@@ -1696,17 +1733,18 @@ extern "C" ll_status cuda_backend_profile(ll_backend *be, ll_seq *sq, const int3
     b->prof.on = 0;
     LL_TRY(check_launch("profile"));
     CU_TRY(cudaStreamSynchronize(b->st));
-    static unsigned long long ts[PK_MAX_TS];
+    static unsigned long long ts[4 * PK_TS];
     if (pk) {
         LL_TRY(pk_check(b));
         int nb = pk_n_barriers(b->hp);
-        if (nb + 1 > PK_MAX_TS) nb = PK_MAX_TS - 1;
-        CU_TRY(cudaMemcpy(ts, b->d_pk_ts, (size_t)(nb + 1) * 8, cudaMemcpyDeviceToHost));
+        if (nb + 1 > PK_TS) nb = PK_TS - 1;
+        CU_TRY(cudaMemcpy(ts, b->d_pk_ts, sizeof(ts), cudaMemcpyDeviceToHost));
         b->prof.n = LL_MIN(nb, PROF_MAX);
         for (int i = 0; i < b->prof.n; i++) {
             b->prof.name[i] = pk_phase(b, s, i, &b->prof.bytes[i]);
             b->prof.flops[i] = 2.0 * b->prof.bytes[i];
         }
+        if (getenv("LILAC_CUDA_PK_TRACE")) pk_trace(b, s, ts, b->prof.n);
     }
     s->pos += n;
     int k = 0;

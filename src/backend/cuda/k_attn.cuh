@@ -201,11 +201,11 @@ __global__ void __launch_bounds__(256) k_attn_decode(const attn_dec_args a) {
 #define ATT_COMB_THREADS 1024
 #define ATT_COMB_MAXS 4096
 /* Dims [d0, d0 + nd) of head h (blockDim.x = nd x groups <= ATT_COMB_THREADS; each group sums a
- * share of the splits). Callers looping over several (h, d0) must __syncthreads between calls. */
-__device__ __forceinline__ void attn_combine_part(const attn_dec_args &a, int h, int d0, int nd) {
-    __shared__ float ws[ATT_COMB_MAXS];
+ * share of the splits). Scratch in shared memory: ws [number of splits], part [blockDim.x] (the
+ * caller's, so that the persistent decode kernel can lend idle dynamic memory instead of carrying
+ * 20 KB of static arrays). Callers looping over several (h, d0) must __syncthreads between calls. */
+__device__ __forceinline__ void attn_combine_part(const attn_dec_args &a, int h, int d0, int nd, float *ws, float *part) {
     __shared__ float red[32];
-    __shared__ float part[ATT_COMB_THREADS];
     int HD = a.HD, tid = threadIdx.x;
     int n = *a.pos + 1, ns = a.CH ? (n + a.CH - 1) / a.CH : a.nsplit;
     float m = -INFINITY;
@@ -237,8 +237,10 @@ __device__ __forceinline__ void attn_combine_part(const attn_dec_args &a, int h,
 }
 
 __global__ void __launch_bounds__(ATT_COMB_THREADS) k_attn_combine(const attn_dec_args a) {
+    __shared__ float ws[ATT_COMB_MAXS];
+    __shared__ float part[ATT_COMB_THREADS];
     pdl_trigger();
-    attn_combine_part(a, blockIdx.x, 0, a.HD);
+    attn_combine_part(a, blockIdx.x, 0, a.HD, ws, part);
 }
 
 /* ---- prefill flash attention (WMMA bf16) */

@@ -88,22 +88,76 @@ __device__ __forceinline__ void qact_quantize(const float *xf, int8_t *xq, float
     for (int b = w; b < K / 32; b += nw) q8_group(xf[32 * b + l], l, xq + 32 * b, dx + b, s16 + 2 * b);
 }
 
+/* The prologue's global loads are issued in batches (PRO_BATCH per thread, all before any is used):
+ * its inputs were written by the previous phase and sit in L2, where a load costs ~1 µs while the
+ * weights stream; a loop that uses each value before loading the next pays that per element. */
+#define PRO_BATCH 8
+
+/* Gated head norm for heads of 32 * EPL: one warp per head, HPC heads of a warp loaded at once. */
+template <int EPL>
+__device__ __forceinline__ void pro_headnorm(const gemv_args &a, float *xf) {
+    constexpr int HPC = 16 / EPL;
+    int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5, hd = 32 * EPL, nh = a.K / hd;
+    float gv[EPL];
+#pragma unroll
+    for (int e = 0; e < EPL; e++) gv[e] = a.g[l + 32 * e];
+    for (int h0 = w; h0 < nh; h0 += nw * HPC) {
+        float xv[HPC][EPL], zv[HPC][EPL];
+#pragma unroll
+        for (int c = 0; c < HPC; c++) {
+            int h = h0 + c * nw;
+#pragma unroll
+            for (int e = 0; e < EPL; e++) {
+                xv[c][e] = h < nh ? a.x[h * hd + l + 32 * e] : 0.0f;
+                zv[c][e] = h < nh ? a.z[h * hd + l + 32 * e] : 0.0f;
+            }
+        }
+#pragma unroll
+        for (int c = 0; c < HPC; c++) {
+            int h = h0 + c * nw;
+            float ss = 0.0f;
+#pragma unroll
+            for (int e = 0; e < EPL; e++) ss += xv[c][e] * xv[c][e];
+            float r = rsqrtf(warp_sum(ss) / (float)hd + a.eps);
+            if (h < nh)
+#pragma unroll
+                for (int e = 0; e < EPL; e++) xf[h * hd + l + 32 * e] = xv[c][e] * r * gv[e] * silu_f(zv[c][e]);
+        }
+    }
+}
+
 /* Prologue: xf = transform(x), then quantize. red: 32 floats. */
-__device__ void gemv_prologue(const gemv_args &a, unsigned char *sm, float *red, qact *A) {
+__device__ __forceinline__ void gemv_prologue(const gemv_args &a, unsigned char *sm, float *red, qact *A) {
     float *xf, *dx, *s16;
     int8_t *xq;
     qact_carve(sm, a.K, &xf, &xq, &dx, &s16);
-    int K = a.K;
+    int K = a.K, bd = blockDim.x;
     if (a.pro == PRO_RMSNORM) {
-        /* x and g are loaded in one pass (one global round trip); x*g waits in shared memory for
-         * the 1/rms factor */
+        /* x and g loaded together; x*g waits in shared memory for the 1/rms factor */
         float ss = 0.0f;
-        for (int k = threadIdx.x; k < K; k += blockDim.x) { float v = a.x[k]; ss += v * v; xf[k] = v * a.g[k]; }
+        for (int k0 = threadIdx.x; k0 < K; k0 += PRO_BATCH * bd) {
+            float xv[PRO_BATCH], gv[PRO_BATCH];
+#pragma unroll
+            for (int i = 0; i < PRO_BATCH; i++) {
+                int k = k0 + i * bd;
+                xv[i] = k < K ? a.x[k] : 0.0f;
+                gv[i] = k < K ? a.g[k] : 0.0f;
+            }
+#pragma unroll
+            for (int i = 0; i < PRO_BATCH; i++) {
+                int k = k0 + i * bd;
+                if (k < K) { ss += xv[i] * xv[i]; xf[k] = xv[i] * gv[i]; }
+            }
+        }
         float r = rsqrtf(block_sum(ss, red) / (float)K + a.eps);
-        for (int k = threadIdx.x; k < K; k += blockDim.x) xf[k] *= r;
+        for (int k = threadIdx.x; k < K; k += bd) xf[k] *= r;
+    } else if (a.pro == PRO_HEADNORM_GATED && (a.hd == 128 || a.hd == 64 || a.hd == 32) && K % a.hd == 0) {
+        if (a.hd == 128) pro_headnorm<4>(a, xf);
+        else if (a.hd == 64) pro_headnorm<2>(a, xf);
+        else pro_headnorm<1>(a, xf);
     } else if (a.pro == PRO_HEADNORM_GATED) {
         /* one warp per head: y = rmsnorm(o_h) * g * silu(z_h) */
-        int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5, hd = a.hd;
+        int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = bd >> 5, hd = a.hd;
         for (int h = w; h < K / hd; h += nw) {
             float ss = 0.0f;
             for (int i = l; i < hd; i += 32) { float v = a.x[h * hd + i]; ss += v * v; }
@@ -111,7 +165,14 @@ __device__ void gemv_prologue(const gemv_args &a, unsigned char *sm, float *red,
             for (int i = l; i < hd; i += 32) xf[h * hd + i] = a.x[h * hd + i] * r * a.g[i] * silu_f(a.z[h * hd + i]);
         }
     } else {
-        for (int k = threadIdx.x; k < K; k += blockDim.x) xf[k] = a.x[k];
+        for (int k0 = threadIdx.x; k0 < K; k0 += 2 * PRO_BATCH * bd) {
+            float xv[2 * PRO_BATCH];
+#pragma unroll
+            for (int i = 0; i < 2 * PRO_BATCH; i++) xv[i] = k0 + i * bd < K ? a.x[k0 + i * bd] : 0.0f;
+#pragma unroll
+            for (int i = 0; i < 2 * PRO_BATCH; i++)
+                if (k0 + i * bd < K) xf[k0 + i * bd] = xv[i];
+        }
     }
     __syncthreads();
     qact_quantize(xf, xq, dx, s16, K);
@@ -175,13 +236,18 @@ __global__ void __launch_bounds__(GEMV_THREADS) k_gemv(const gemv_args a) {
 
 /* ---- router top-k (softmax over E, top k, renormalized: weights = exp(l - m) / sum over top k) */
 
-/* Computes ids[k], w[k] from logits[E] in one warp (the calling warp). Ties pick the lower index. */
-__device__ void topk_warp(const float *logits, int E, int k, int *ids, float *w) {
+/* Computes ids[k], w[k] from logits[E] in one warp (the calling warp). Ties pick the lower index.
+ * The rounds are unrolled to QK_MAX_TOPK so that the chosen logits stay in registers (a runtime
+ * index would put them in local memory: a round trip to L2 per access inside the persistent
+ * decode kernel, whose shared-memory carve-out leaves L1 almost no room). */
+__device__ __forceinline__ void topk_warp(const float *logits, int E, int k, int *ids, float *w) {
     int lane = threadIdx.x & 31;
     float top_l[QK_MAX_TOPK];
     uint32_t taken = 0; /* lane-local bitmask of chosen experts: bit c = expert lane + 32c (E <= 1024) */
-    float sum = 0.0f;
-    for (int t = 0; t < k; t++) {
+#pragma unroll
+    for (int t = 0; t < QK_MAX_TOPK; t++) {
+        top_l[t] = -INFINITY;
+        if (t >= k) continue;
         float bv = -INFINITY;
         int bi = 0x7fffffff;
         for (int e = lane, c = 0; e < E; e += 32, c++) {
@@ -196,12 +262,17 @@ __device__ void topk_warp(const float *logits, int E, int k, int *ids, float *w)
         }
         if ((bi & 31) == lane) taken |= 1u << (bi >> 5);
         if (lane == 0) ids[t] = bi;
-        top_l[t < QK_MAX_TOPK ? t : 0] = bv;
+        top_l[t] = bv;
     }
-    float m = top_l[0];
-    for (int t = 0; t < k; t++) sum += __expf(top_l[t] - m);
-    if (lane == 0)
-        for (int t = 0; t < k; t++) w[t] = __expf(top_l[t] - m) / sum;
+    float m = top_l[0], sum = 0.0f;
+#pragma unroll
+    for (int t = 0; t < QK_MAX_TOPK; t++)
+        if (t < k) sum += __expf(top_l[t] - m);
+    if (lane == 0) {
+#pragma unroll
+        for (int t = 0; t < QK_MAX_TOPK; t++)
+            if (t < k) w[t] = __expf(top_l[t] - m) / sum;
+    }
 }
 
 /* ---- fused MoE, decode */
