@@ -24,6 +24,6 @@ for n in libcjson.so.1 libutf8proc.so.2 libmicrohttpd.so.12 libgnutls.so.30 libi
     [ -n "$f" ] && cp -L "$f" "$W/lib/"
 done
 cp -r "$S/fixtures/tiny" "$S/fixtures/small" "$W/shared/fixtures/"
-tar cJf .cuda-wt/b.tar.xz -C "$W" .
+XZ_OPT=${XZ_OPT:--9} tar cJf .cuda-wt/b.tar.xz -C "$W" .  # -9: the bundle must leave room under the 64 MiB carry limit
 rm -rf "$W"
 ls -la .cuda-wt/b.tar.xz

@@ -19,6 +19,7 @@ enum { EPI_STORE = 0, EPI_ADD = 1 };
 #define GEMV_THREADS 512
 #define GEMV_MAX_SEG 4
 #define QK_MAX_TOPK 16
+#define TOPK_REG_E 256   /* router logits topk_warp keeps in registers (8 per lane) */
 
 struct gemv_seg {
     gmat W;
@@ -236,21 +237,64 @@ __global__ void __launch_bounds__(GEMV_THREADS) k_gemv(const gemv_args a) {
 
 /* ---- router top-k (softmax over E, top k, renormalized: weights = exp(l - m) / sum over top k) */
 
-/* Computes ids[k], w[k] from logits[E] in one warp (the calling warp). Ties pick the lower index.
- * The rounds are unrolled to QK_MAX_TOPK so that the chosen logits stay in registers (a runtime
- * index would put them in local memory: a round trip to L2 per access inside the persistent
- * decode kernel, whose shared-memory carve-out leaves L1 almost no room). */
-__device__ __forceinline__ void topk_warp(const float *logits, int E, int k, int *ids, float *w) {
+/* Computes ids[k], w[k] from logits[E] in one warp (the calling warp). Ties pick the lower index. */
+__device__ void topk_warp(const float *logits, int E, int k, int *ids, float *w) {
     int lane = threadIdx.x & 31;
     float top_l[QK_MAX_TOPK];
     uint32_t taken = 0; /* lane-local bitmask of chosen experts: bit c = expert lane + 32c (E <= 1024) */
+    float sum = 0.0f;
+    for (int t = 0; t < k; t++) {
+        float bv = -INFINITY;
+        int bi = 0x7fffffff;
+        for (int e = lane, c = 0; e < E; e += 32, c++) {
+            bool tk = (taken >> c) & 1u;
+            float v = logits[e];
+            if (!tk && (v > bv || (v == bv && e < bi))) { bv = v; bi = e; }
+        }
+        for (int o = 16; o > 0; o >>= 1) {
+            float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+            int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+            if (ov > bv || (ov == bv && oi < bi)) { bv = ov; bi = oi; }
+        }
+        if ((bi & 31) == lane) taken |= 1u << (bi >> 5);
+        if (lane == 0) ids[t] = bi;
+        top_l[t < QK_MAX_TOPK ? t : 0] = bv;
+    }
+    float m = top_l[0];
+    for (int t = 0; t < k; t++) sum += __expf(top_l[t] - m);
+    if (lane == 0)
+        for (int t = 0; t < k; t++) w[t] = __expf(top_l[t] - m) / sum;
+}
+
+
+/* topk_warp for the persistent decode kernel: the same result, but the first TOPK_REG_E logits are
+ * read once into registers and the rounds are unrolled to QK_MAX_TOPK so that the chosen logits
+ * stay in registers too. There every global access is an L2 round trip (its shared-memory
+ * carve-out leaves L1 almost no room) and the k rounds of re-reading the logits cost ~6 µs per layer
+ * (bench/results/2026-11-30-h200-s4); in the per-kernel MoE kernels, whose every warp computes the
+ * top-k, the extra registers cost more than they save (measured: the decode 275 -> 265 tok/s). */
+__device__ __forceinline__ void topk_warp_reg(const float *logits, int E, int k, int *ids, float *w) {
+    int lane = threadIdx.x & 31;
+    float top_l[QK_MAX_TOPK];
+    uint32_t taken = 0; /* lane-local bitmask of chosen experts: bit c = expert lane + 32c (E <= 1024) */
+    /* the first TOPK_REG_E logits are loaded once, all in flight together (each round would
+     * otherwise re-read them: k dependent round trips to L2) */
+    float lv[TOPK_REG_E / 32];
+#pragma unroll
+    for (int c = 0; c < TOPK_REG_E / 32; c++) lv[c] = lane + 32 * c < E ? logits[lane + 32 * c] : -INFINITY;
 #pragma unroll
     for (int t = 0; t < QK_MAX_TOPK; t++) {
         top_l[t] = -INFINITY;
         if (t >= k) continue;
         float bv = -INFINITY;
         int bi = 0x7fffffff;
-        for (int e = lane, c = 0; e < E; e += 32, c++) {
+#pragma unroll
+        for (int c = 0; c < TOPK_REG_E / 32; c++) { /* the logits held in registers */
+            int e = lane + 32 * c;
+            bool tk = (taken >> c) & 1u;
+            if (e < E && !tk && (lv[c] > bv || (lv[c] == bv && e < bi))) { bv = lv[c]; bi = e; }
+        }
+        for (int e = lane + TOPK_REG_E, c = TOPK_REG_E / 32; e < E; e += 32, c++) { /* E > TOPK_REG_E */
             bool tk = (taken >> c) & 1u;
             float v = logits[e];
             if (!tk && (v > bv || (v == bv && e < bi))) { bv = v; bi = e; }

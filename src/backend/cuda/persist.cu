@@ -649,7 +649,7 @@ __global__ void __launch_bounds__(PK_THREADS, MINB) k_decode_persist(const __gri
         pk_gu_begin(L.moe, &ma_s, R, ids_s);
         pk_sync(P, &bar_s);
         if (threadIdx.x < 32) {
-            topk_warp(ma_s.logits, ma_s.E, ma_s.k, ids_s, wts_s);
+            topk_warp_reg(ma_s.logits, ma_s.E, ma_s.k, ids_s, wts_s);
             if (threadIdx.x == 0) wts_s[ma_s.k] = ma_s.FS ? sigmoid_f(ma_s.logits[ma_s.E]) : 0.0f;
         }
         __syncthreads();
