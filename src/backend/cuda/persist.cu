@@ -42,6 +42,14 @@
 #include <mma.h>
 #include <stdint.h>
 
+/* Inlining of the weight-phase bodies (pk_gemv_run, pk_gu_run, pk_down_run). Everything inlined
+ * (the default) gives a 534 KB kernel with 4-5 copies of the tile loop per layer; building with
+ * -DPK_PHASE_ATTR=__noinline__ keeps one copy of each, at the price of a stack for the ring state.
+ * An experiment on the instruction-cache hypothesis (bench/results/2026-11-30-h200-s4). */
+#ifndef PK_PHASE_ATTR
+#define PK_PHASE_ATTR __forceinline__
+#endif
+
 namespace pk_impl {
 
 #include "k_gemvq.cuh"
@@ -333,7 +341,7 @@ __device__ __forceinline__ void pk_gemv_begin(const gemv_args &g, gemv_args *a, 
 
 /* y = W transform(x) on this block's tiles (after the barrier). A: the activation, built by the
  * caller. Returns nothing; merges the argmax of segment 0 when a.argmax. Whole block. */
-__device__ __forceinline__ void pk_gemv_run(const gemv_args &a, pk_ring &R, const qact &A, unsigned long long *best_s) {
+__device__ PK_PHASE_ATTR void pk_gemv_run(const gemv_args &a, pk_ring &R, const qact &A, unsigned long long *best_s) {
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     int lanes = gemv_lanes(a.K), rpw = 32 / lanes, sub = lane & (lanes - 1), grp = lane / lanes;
     unsigned long long best = 0;
@@ -422,7 +430,7 @@ __device__ __forceinline__ void pk_gu_begin(const moe_args &m, moe_args *a, pk_r
 }
 
 /* h = silu(gate x) * (up x) on this block's tiles; A: the router phase's activation. */
-__device__ __forceinline__ void pk_gu_run(const moe_args &a, pk_ring &R, const qact &A, const int *ids) {
+__device__ PK_PHASE_ATTR void pk_gu_run(const moe_args &a, pk_ring &R, const qact &A, const int *ids) {
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     int lanes = gemv_lanes(a.H), rpw = 32 / lanes, sub = lane & (lanes - 1), grp = lane / lanes;
     int TR = pk_gu_tr(a, R.stage);
@@ -493,7 +501,7 @@ __device__ __forceinline__ void pk_down_begin(pk_ring &R, const moe_args &a, con
 
 /* out[r] += sum_s w_s (down_s[r] . h_s): every (row, slot) dot by a group of gemv_lanes(FF) lanes
  * into part[], then one thread per row sums its slots in a fixed order. A: q8 of h. */
-__device__ __forceinline__ void pk_down_run(const moe_args &a, pk_ring &R, const qact &A, const int *ids, const float *wts,
+__device__ PK_PHASE_ATTR void pk_down_run(const moe_args &a, pk_ring &R, const qact &A, const int *ids, const float *wts,
                                          float *part) {
     int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     int lanes = gemv_lanes(a.FF), par = 32 / lanes, sub = lane & (lanes - 1), grp = lane / lanes;
