@@ -47,6 +47,9 @@ extern "C" {
 #include "k_gemvq.cuh"
 #include "k_misc.cuh"
 #include "k_persist.cuh"
+#include "lean.h"
+
+#define LN_TR_MAX 1024
 
 #define CU_TRY(call)                                                                                      \
     do {                                                                                                  \
@@ -98,7 +101,7 @@ struct cu_backend {
     ll_backend base;
     const qwen_model *m;
     qwen_hparams hp;
-    int dev, nsm;
+    int dev, nsm, cc_major;
     char devname[256];
     cudaStream_t st;
     gmat tok_embd, lm_head;
@@ -117,6 +120,10 @@ struct cu_backend {
     int tma, tma_kb, tma_st, tma_self;              /* bulk-copy GEMV (LILAC_CUDA_TMA=1 on), tile KB, stages, self-quantizing */
     int fuse_hq;                          /* MoE gate/up writes the q8 of h (no k_qact before down) */
     int fd_ns;                            /* splits of the flash-decoding attention kernel (0: the older kernel) */
+    int lean;                             /* 1 (default on sm_90+): the lean decode kernels (lean.cu); LILAC_CUDA_LEAN=0 off */
+    unsigned long long *ln_tr;            /* LILAC_CUDA_LN_TRACE=1: [LN_TR_MAX][3] stamps of the lean kernels of a step */
+    const char *ln_names[LN_TR_MAX];
+    int ln_n, ln_steps, ln_print_at;          /* LILAC_CUDA_LN_TRACE=N: printed after the N-th graphed step */
     int moe_tma, moe_tr;                  /* bulk-copy MoE kernels (LILAC_CUDA_MOE_TMA=0 off), rows per tile */                          /* decode: quantized activations [Kmax] (two, alternating, see decode_step) */
     size_t alloc_bytes, mem_peak;
     void **allocs; size_t n_allocs, cap_allocs;
@@ -546,14 +553,38 @@ template <int WT, int NU> static void moe_down_q_launch(cu_backend *b, const moe
     launch_pdl(b, k_moe_down_q<WT, NU>, dim3((ma.H + 7) / 8), dim3(MOE_DOWN_THREADS), 0, ma, q);
 }
 
-static void launch_gemv(cu_backend *b, gemv_args &a, const char *name, const qbuf *q = NULL) {
+/* The next trace slot of this step (NULL when not tracing). */
+static unsigned long long *ln_slot(cu_backend *b, const char *name) {
+    if (!b->ln_tr || b->ln_n >= LN_TR_MAX) return NULL;
+    b->ln_names[b->ln_n] = name;
+    return b->ln_tr + 3 * b->ln_n++;
+}
+
+/* Prints the lean kernels' in-graph timeline of the last step (stderr): per kernel, block 0's entry,
+ * the last block past griddepcontrol.wait and the last block done, in µs from the first entry; the
+ * gaps between one kernel's end and the next one's wait are the other kernels and the boundaries. */
+static void ln_trace_print(cu_backend *b) {
+    static unsigned long long h[LN_TR_MAX * 3];
+    if (cudaMemcpy(h, b->ln_tr, (size_t)b->ln_n * 24, cudaMemcpyDeviceToHost) != cudaSuccess || b->ln_n < 1) return;
+    double t0 = (double)h[0], prev = 0;
+    fprintf(stderr, "lean trace (us): kernel, entry, past wait, done, done - previous done\n");
+    for (int i = 0; i < b->ln_n; i++) {
+        double e = (h[3 * i] - t0) / 1e3, w = (h[3 * i + 1] - t0) / 1e3, d = (h[3 * i + 2] - t0) / 1e3;
+        fprintf(stderr, "  %-18s %9.2f %9.2f %9.2f %7.2f\n", b->ln_names[i], e, w, d, d - prev);
+        prev = d;
+    }
+}
+
+/* lean: 0 keeps the older kernels (a k_qact writes q, which a later kernel reads) */
+static void launch_gemv(cu_backend *b, gemv_args &a, const char *name, const qbuf *q = NULL, int lean = 1) {
     a.total_rows = 0;
     double bytes = 0;
     for (int i = 0; i < a.nseg; i++) { a.total_rows += a.seg[i].W.rows; bytes += gmat_bytes(a.seg[i].W); }
     size_t smem = qact_smem_bytes(a.K);
     int nu = (a.K >> 5) / gemv_lanes(a.K);
     prof_begin(b);
-    if (launch_gemv_q(b, a, q)) {
+    if (b->lean && lean && lean_gemv(&a, b->nsm, b->pdl, b->st, ln_slot(b, name))) {
+    } else if (launch_gemv_q(b, a, q)) {
     } else if (nu <= RR_NU_MAX && !b->no_prefetch) {
         GT_NU_DISPATCH(a.seg[0].W.type, nu, gemv_pf_launch, b, a, smem);
     } else {
@@ -712,6 +743,7 @@ static void decode_step_persist(cu_backend *b, cu_seq *s, const pk_params *P);
 
 static void decode_step(cu_backend *b, cu_seq *s, int gen) {
     const qwen_hparams &hp = b->hp;
+    b->ln_n = 0;
     int H = hp.n_embd, HD = hp.head_dim, NH = hp.n_head, NKV = hp.n_head_kv;
     int HV = hp.gdn_n_v_heads, DK = hp.gdn_k_dim, DV = hp.gdn_v_dim, HK = hp.gdn_n_k_heads;
     int QK = HK * DK, CD = 2 * QK + HV * DV, E = hp.n_expert;
@@ -755,21 +787,31 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
                           hp.gdn_v_tiled};
             prof_begin(b);
             dim3 gg(HV, DV / 16); /* 2 warps x 8 value columns per block */
-            if (DK == 128) k_gdn_step<128, true><<<gg, 64, 0, b->st>>>(g);
-            else if (DK == 64) k_gdn_step<64, true><<<gg, 64, 0, b->st>>>(g);
-            else k_gdn_step<32, true><<<gg, 64, 0, b->st>>>(g);
+            if (DK == 128) launch_pdl(b, k_gdn_step<128, true>, gg, dim3(64), 0, g);
+            else if (DK == 64) launch_pdl(b, k_gdn_step<64, true>, gg, dim3(64), 0, g);
+            else launch_pdl(b, k_gdn_step<32, true>, gg, dim3(64), 0, g);
             prof_end(b, "gdn.step", (double)HV * DK * DV * 8, 0);
             launch_gemv(b, pl.out, "gdn.out_gemv", &b->q2);
         }
-        launch_gemv(b, pl.router, "moe.router_gemv", &b->q1); /* q1 = quantized ffn-normed x, read by gate/up too */
         const moe_args &ma = pl.moe;
+        /* the older MoE kernels read q1 (the quantized ffn-normed x) that the older router path
+         * writes; the lean MoE kernels normalize x themselves */
+        int lean_moe_ok = b->lean && lean_moe(&ma, b->nsm, b->pdl, b->st, 0, NULL);
+        launch_gemv(b, pl.router, "moe.router_gemv", &b->q1, lean_moe_ok);
         int kf = hp.n_expert_used * hp.n_ff_exp + hp.n_ff_shexp;
         b->moe_gu_bytes = 2 * ((gmat_bytes(L.egate) / E) * hp.n_expert_used + (hp.n_ff_shexp ? gmat_bytes(L.sgate) : 0));
         b->moe_d_bytes = (gmat_bytes(L.edown) / E) * hp.n_expert_used + (hp.n_ff_shexp ? gmat_bytes(L.sdown) : 0);
         int nu_gu = (H >> 5) / gemv_lanes(H), nu_d = (hp.n_ff_exp >> 5) / gemv_lanes(hp.n_ff_exp);
         int rounds = (hp.n_expert_used + 1 + 32 / gemv_lanes(hp.n_ff_exp) - 1) / (32 / gemv_lanes(hp.n_ff_exp));
         bool pf = !b->no_prefetch && nu_gu <= RR_NU_MAX && nu_d == 1 && rounds <= MOE_DOWN_IT && L.egate.type == L.eup.type;
-        if (b->qmode && moe_tma_launch(b, ma, kf)) {
+        if (lean_moe_ok) {
+            prof_begin(b);
+            lean_moe(&ma, b->nsm, b->pdl, b->st, 1, ln_slot(b, "moe.gateup"));
+            prof_end(b, "moe.gateup", b->moe_gu_bytes, 2 * b->moe_gu_bytes);
+            prof_begin(b);
+            lean_moe(&ma, b->nsm, b->pdl, b->st, 2, ln_slot(b, "moe.down"));
+            prof_end(b, "moe.down", b->moe_d_bytes, 2 * b->moe_d_bytes);
+        } else if (b->qmode && moe_tma_launch(b, ma, kf)) {
         } else if (b->qmode && nu_gu <= RR_NU_MAX && nu_d == 1 && rounds <= MOE_DOWN_IT && L.egate.type == L.eup.type) {
             /* q1 holds the ffn-normed x (router); h is quantized once into q2 */
             prof_begin(b);
@@ -1366,6 +1408,7 @@ static ll_status cu_forward(ll_backend *be, ll_seq *sq, const int32_t *tokens, i
         CU_TRY(cudaGraphLaunch(s->graph, b->st));
         if (mode != LL_LOGITS_NONE) CU_TRY(cudaMemcpyAsync(logits, b->logits, (size_t)V * 4, cudaMemcpyDeviceToHost, b->st));
         CU_TRY(cudaStreamSynchronize(b->st));
+        if (b->ln_tr && ++b->ln_steps == b->ln_print_at) ln_trace_print(b);
         LL_TRY(pk_check(b));
         s->pos += 1;
         return LL_OK;
@@ -1492,6 +1535,14 @@ static ll_status cu_init(cu_backend *b) {
     cudaDeviceProp prop;
     CU_TRY(cudaGetDeviceProperties(&prop, b->dev));
     b->nsm = prop.multiProcessorCount;
+    b->cc_major = prop.major;
+    if (b->cc_major < 9) b->lean = 0; /* bulk copies, mbarriers */
+    if (b->lean) CU_TRY(lean_init());
+    if (b->lean && getenv("LILAC_CUDA_LN_TRACE") && atoi(getenv("LILAC_CUDA_LN_TRACE"))) {
+        LL_TRY(dev_alloc(b, (void **)&b->ln_tr, (size_t)LN_TR_MAX * 3 * 8));
+        CU_TRY(cudaMemset(b->ln_tr, 0, (size_t)LN_TR_MAX * 3 * 8));
+        b->ln_print_at = atoi(getenv("LILAC_CUDA_LN_TRACE")) > 1 ? atoi(getenv("LILAC_CUDA_LN_TRACE")) : 40;
+    }
     snprintf(b->devname, sizeof(b->devname), "%s", prop.name);
     CU_TRY(cudaStreamCreateWithFlags(&b->st, cudaStreamNonBlocking));
     CU_TRY(cudaFuncSetAttribute(k_flash_prefill<256>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)flash_smem_bytes<256>()));
@@ -1637,6 +1688,7 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
      * batch) for the GEMVs, the bulk-copy MoE; the bulk-copy GEMV measured slower (opt-in) */
     b->tma = getenv("LILAC_CUDA_TMA") && atoi(getenv("LILAC_CUDA_TMA"));
     b->tma_self = getenv("LILAC_CUDA_TMA_SELF") && atoi(getenv("LILAC_CUDA_TMA_SELF"));
+    b->lean = !(getenv("LILAC_CUDA_LEAN") && !atoi(getenv("LILAC_CUDA_LEAN"))); /* and sm_90+ (cu_init) */
     b->moe_tma = !(getenv("LILAC_CUDA_MOE_TMA") && !atoi(getenv("LILAC_CUDA_MOE_TMA")));
     b->moe_tr = getenv("LILAC_CUDA_MOE_TR") ? atoi(getenv("LILAC_CUDA_MOE_TR")) : 8;
     b->fuse_hq = !(getenv("LILAC_CUDA_HQ") && !atoi(getenv("LILAC_CUDA_HQ")));

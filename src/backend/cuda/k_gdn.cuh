@@ -39,7 +39,7 @@ struct gdn_args {
  * shared memory owned by this warp. Decode reads its activations with plain loads, not __ldg: the
  * persistent decode kernel (k_persist.cuh) writes them earlier in the same launch, where the
  * non-coherent path may return stale data. */
-template <int DK, bool DECODE>
+template <int DK, bool DECODE, bool PDL = false>
 __device__ __forceinline__ void gdn_step_warp(const gdn_args &g, int h, int j0, float *qs, float *ks) {
     constexpr int RPL = DK / 4, KPL = DK / 32;
     int lane = threadIdx.x & 31, c = lane & 7, rg = lane >> 3;
@@ -52,6 +52,12 @@ __device__ __forceinline__ void gdn_step_warp(const gdn_args &g, int h, int j0, 
 #pragma unroll
     for (int t = 0; t < RPL; t++) s[t] = Sp[(long)t * g.DV];
     float dtb = __ldg(g.dt_bias + h), sa = __ldg(g.ssm_a + h);
+    /* PDL: the state, written by this layer's step one token ago, is loaded while the kernel before
+     * (the in-projection) still runs; its outputs only after the wait */
+    if (PDL) {
+        pdl_wait();
+        pdl_trigger();
+    }
     int qch = kh * DK, kch = QK + kh * DK, vch = 2 * QK + h * g.DV + j;
     int T = DECODE ? 1 : g.T;
     /* inputs of token t (prefill: prefetched one token ahead, so the loads of t+1 overlap the
@@ -166,10 +172,10 @@ __device__ __forceinline__ void gdn_step_warp(const gdn_args &g, int h, int j0, 
 
 template <int DK, bool DECODE>
 __global__ void __launch_bounds__(128) k_gdn_step(const gdn_args g) {
-    pdl_trigger();
+    if (!DECODE) pdl_trigger(); /* decode: launched with PDL, triggers after its wait */
     __shared__ float qs[4][DK], ks[4][DK];
     int w = threadIdx.x >> 5;
-    gdn_step_warp<DK, DECODE>(g, blockIdx.x, blockIdx.y * (blockDim.x >> 2) + w * 8, qs[w], ks[w]); /* 8 columns per warp */
+    gdn_step_warp<DK, DECODE, DECODE>(g, blockIdx.x, blockIdx.y * (blockDim.x >> 2) + w * 8, qs[w], ks[w]); /* 8 columns per warp */
 }
 
 /* Prefill causal conv + SiLU, one thread per (token, channel). in: raw [T][CD] (row stride ldin);

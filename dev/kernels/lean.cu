@@ -1,0 +1,91 @@
+/*
+ * lean.cu — lab: the lean decode GEMV (k_lgemv, src/backend/cuda/k_lean.cuh, launched by the
+ * backend's own lean_gemv in lean.cu) against the v2 default (k_qact + k_gemv_q, k_gemvq.cuh).
+ * Every timing is the per-launch average of N back-to-back launches in one CUDA graph with PDL
+ * (what decode does), weight copies rotated past the L2; every variant is checked against the
+ * fp64 host reference of RMSNorm(x) * g -> W first.
+ *   v2 pair   k_qact (1 block) + k_gemv_q<RB 1, 256 threads>, N pairs
+ *   lean      k_lgemv (RMSNorm + q8 per block after the wait, weight tiles requested before it)
+ */
+#include "lab_quant.cuh"
+#include "../../src/backend/cuda/k_gemvq.cuh"
+#include "../../src/backend/cuda/lean.cu"
+
+static int g_nsm;
+static cudaStream_t g_st;
+
+static void run_case(const char *name, int type, int rows, int cols) {
+    host_qmat hm = lab_make_qmat(type, rows, cols, rows * 31 + cols);
+    std::vector<float> x(cols), g(cols), yref(rows), row(cols), y(rows);
+    for (auto &v : x) v = lab_uniform(-1, 1);
+    for (auto &v : g) v = lab_uniform(0.5f, 1.5f);
+    double ss = 0;
+    for (float t : x) ss += (double)t * t;
+    float rs = (float)(1.0 / sqrt(ss / cols + 1e-6));
+    for (int r = 0; r < rows; r++) {
+        lab_dequant_row(hm, r, row.data());
+        double acc = 0;
+        for (int k = 0; k < cols; k++) acc += (double)row[k] * x[k] * g[k] * rs;
+        yref[r] = (float)acc;
+    }
+    double mb = lab_gmat_bytes({type, rows, cols});
+    int copies = (int)std::max(2.0, std::ceil(600e6 / mb));
+    std::vector<gmat> W(copies);
+    for (int c = 0; c < copies; c++) W[c] = lab_upload(hm);
+    float *dx, *dy, *dg;
+    CK(cudaMalloc(&dx, cols * 4)); CK(cudaMalloc(&dy, rows * 4)); CK(cudaMalloc(&dg, cols * 4));
+    CK(cudaMemcpy(dx, x.data(), cols * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dg, g.data(), cols * 4, cudaMemcpyHostToDevice));
+    qbuf q;
+    CK(cudaMalloc(&q.xf, cols * 4)); CK(cudaMalloc(&q.xq, cols)); CK(cudaMalloc(&q.dx, cols / 32 * 4)); CK(cudaMalloc(&q.s16, cols / 16 * 4));
+    gemv_args a = {};
+    a.nseg = 1; a.total_rows = rows; a.seg[0].y = dy; a.seg[0].epi = EPI_STORE;
+    a.pro = PRO_RMSNORM; a.x = dx; a.K = cols; a.g = dg; a.eps = 1e-6f;
+    int N = 100;
+    const int NV = 2;
+    const char *vn[NV] = {"v2 pair", "lean"};
+    auto variant = [&](int v, int i) {
+        a.seg[0].W = W[i % copies];
+        if (v == 0) {
+            lab_launch_pdl(k_qact, 1, QACT_THREADS, (size_t)cols * 4, g_st, a, q);
+            int occ = 0, rpw = 32 / gemv_lanes(cols), per = 8 * rpw, need = (rows + per - 1) / per;
+            if (type == GT_Q4_K) {
+                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_gemv_q<GT_Q4_K, 2, 1, 256>, 256, 0);
+                lab_launch_pdl(k_gemv_q<GT_Q4_K, 2, 1, 256>, std::min(need, g_nsm * std::max(occ, 1)), 256, 0, g_st, a, q);
+            } else {
+                cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_gemv_q<GT_Q6_K, 2, 1, 256>, 256, 0);
+                lab_launch_pdl(k_gemv_q<GT_Q6_K, 2, 1, 256>, std::min(need, g_nsm * std::max(occ, 1)), 256, 0, g_st, a, q);
+            }
+            return;
+        }
+        if (!lean_gemv(&a, g_nsm, 1, g_st, NULL)) { fprintf(stderr, "lean_gemv refused %s\n", name); exit(1); }
+    };
+    for (int v = 0; v < NV; v++) {
+        if (v == 0 && cols / 32 / gemv_lanes(cols) > 2) continue; /* the NU 2 instantiation only */
+        CK(cudaMemsetAsync(dy, 0xff, rows * 4, g_st));
+        variant(v, 0);
+        CK(cudaStreamSynchronize(g_st));
+        CK(cudaGetLastError());
+        CK(cudaMemcpy(y.data(), dy, rows * 4, cudaMemcpyDeviceToHost));
+        double ma, re = lab_relerr(yref.data(), y.data(), rows, &ma);
+        float us = lab_graph_us(g_st, [&](int i) { variant(v, i); }, N);
+        printf("%-26s %-10s %s rel.err %.2e %8.2f us %6.0f GB/s\n", name, vn[v], re < 2e-2 ? "OK  " : "FAIL", re, us, mb / (us * 1e-6) / 1e9);
+        fflush(stdout);
+    }
+    for (auto &w : W) { cudaFree((void *)w.q); cudaFree((void *)w.sc); if (w.qh) cudaFree((void *)w.qh); if (w.d) cudaFree((void *)w.d); }
+    cudaFree(dx); cudaFree(dy); cudaFree(dg);
+    cudaFree(q.xf); cudaFree(q.xq); cudaFree(q.dx); cudaFree(q.s16);
+}
+
+int main() {
+    CK(cudaDeviceGetAttribute(&g_nsm, cudaDevAttrMultiProcessorCount, 0));
+    CK(cudaStreamCreateWithFlags(&g_st, cudaStreamNonBlocking));
+    CK(lean_init());
+    run_case("q4_K 12288x2048 (qkv+z)", GT_Q4_K, 12288, 2048);
+    run_case("q4_K 8192x2048 (attn q)", GT_Q4_K, 8192, 2048);
+    run_case("q4_K 2048x4096 (out)", GT_Q4_K, 2048, 4096);
+    run_case("q6_K 2048x2048", GT_Q6_K, 2048, 2048);
+    run_case("q6_K 512x2048 (attn v)", GT_Q6_K, 512, 2048);
+    run_case("q4_K 1024x2048 (shared gu)", GT_Q4_K, 1024, 2048);
+    return 0;
+}

@@ -1,0 +1,552 @@
+/*
+ * k_lean.cuh — decode kernels v3 (issue 6): GEMV and MoE kernels built for a chain of dependent
+ * launches in a CUDA graph with programmatic dependent launch (PDL).
+ *
+ * Why (dev/kernels/NOTES.md, bench/results/2026-11-30-h200-s5): the v2 kernels filled every SM
+ * (grid = SMs x occupancy), so the next kernel's blocks could not become resident before the
+ * previous grid had drained: its weight loads, though issued before griddepcontrol.wait, started
+ * only after the boundary, and every kernel paid launch + DRAM latency + prologue + drain in
+ * series. Here every kernel takes at most half of an SM (one block of 512 threads, <= 64 registers,
+ * <= ~110 KB of shared memory per SM), so kernel N+1's blocks are resident while kernel N computes
+ * and their weight tiles (cp.async.bulk into a shared-memory ring) are already in flight or landed
+ * when N completes. After the wait only the activation prologue and the dot products remain.
+ *
+ * The dot products are "lean": a thread owns one 64-column chunk of a row in a tile (a tile is 512
+ * chunks), its slice of the quantized activation is loaded into registers once per kernel (the
+ * chunk index of a thread is the same in every tile), and the Q4_K scale/min decode is specialised
+ * to the chunk's two sub-blocks. About 1.1 instructions per weight instead of ~2.5 for row_dot_part.
+ *
+ * PDL convention as in k_gemvq.cuh: pdl_trigger() right after pdl_wait(); before its wait a kernel
+ * reads weights and activations written two or more kernels back, never the previous kernel's.
+ *
+ * Tile layouts in shared memory (nb = K / 256 blocks per row, TR rows):
+ *   Q4_K  [TR*nb*128 qs][TR*nb*16 meta]
+ *   Q6_K  [TR*nb*128 ql][TR*nb*64 qh][TR*nb*16 scales][TR*nb*2 d]
+ *   BF16  [TR*K*2]
+ * Chunk c of a row: Q4_K elements [64c, 64c+64) (qs bytes 32c..32c+32: low nibbles = sub-block 2c,
+ * high = 2c+1); Q6_K (b, n, s) = (c/4, (c/2)&1, c&1): ql bytes 32c.., qh bytes 64b+32n.., elements
+ * 32(8b+4n+s) + [0,32) (low nibbles) and 32(8b+4n+s+2) + [0,32) (high); BF16 elements [64c, 64c+64).
+ */
+#ifndef LILAC_K_LEAN_CUH
+#define LILAC_K_LEAN_CUH
+
+#include "k_gemvq.cuh"
+
+#define LN_THREADS 512          /* chunks per tile: one per thread */
+#define LN_DOWN_THREADS 576     /* MoE down: 8 output rows x 9 slots x 8 chunks */
+#define LN_MAX_ST 8
+#define LN_STAGE 18432          /* one Q4_K tile of 512 chunks (36 bytes each) */
+#define LN_SMEM_MAX (110 * 1024) /* dynamic shared memory per block: two kernels' blocks share an SM */
+
+/* ---- optional in-graph trace (LILAC_CUDA_LN_TRACE=1): tr[0] = block 0's entry, tr[1] = the last
+ * block past the wait, tr[2] = the last block done (globaltimer ns; max over blocks, no reset needed) */
+__device__ __forceinline__ unsigned long long ln_now() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+__device__ __forceinline__ void ln_trace(unsigned long long *tr, int k) {
+    if (!tr || threadIdx.x != 0) return;
+    if (k == 0) { if (blockIdx.x == 0) tr[0] = ln_now(); }
+    else atomicMax(tr + k, ln_now());
+}
+
+/* ---- top-k with warp reductions (redux.sync): the same result as topk_warp (ties: lower index) */
+
+__device__ __forceinline__ uint32_t ln_fkey(float v) {
+    uint32_t u = __float_as_uint(v);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+__device__ __forceinline__ float ln_fkey_inv(uint32_t k) {
+    return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
+__device__ __forceinline__ uint32_t ln_warp_max_u32(uint32_t v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    return __reduce_max_sync(0xffffffffu, v);
+#else
+    for (int o = 16; o > 0; o >>= 1) { uint32_t t = __shfl_xor_sync(0xffffffffu, v, o); v = t > v ? t : v; }
+    return v;
+#endif
+}
+__device__ __forceinline__ uint32_t ln_warp_min_u32(uint32_t v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    return __reduce_min_sync(0xffffffffu, v);
+#else
+    for (int o = 16; o > 0; o >>= 1) { uint32_t t = __shfl_xor_sync(0xffffffffu, v, o); v = t < v ? t : v; }
+    return v;
+#endif
+}
+
+/* ids[k], w[k] (softmax over the chosen k, as topk_warp) from logits[E], E <= 256, in the calling
+ * warp: each lane keeps its 8 logits in registers; a round is a lane-local max, one warp max of the
+ * key and one warp min of the index among the lanes that hold it. */
+__device__ __forceinline__ void ln_topk(const float *logits, int E, int k, int *ids, float *w) {
+    int lane = threadIdx.x & 31;
+    uint32_t key[8];
+#pragma unroll
+    for (int c = 0; c < 8; c++) key[c] = lane + 32 * c < E ? ln_fkey(logits[lane + 32 * c]) : 0u;
+    for (int t = 0; t < k; t++) {
+        uint32_t bk = 0, bi = 0xffffffffu;
+#pragma unroll
+        for (int c = 0; c < 8; c++)
+            if (key[c] > bk) { bk = key[c]; bi = lane + 32 * c; } /* strict: the lower index wins a tie */
+        uint32_t mk = ln_warp_max_u32(bk);
+        uint32_t wi = ln_warp_min_u32(bk == mk ? bi : 0xffffffffu);
+        if ((wi & 31) == (uint32_t)lane) {
+#pragma unroll
+            for (int c = 0; c < 8; c++)
+                if (lane + 32 * c == (int)wi) key[c] = 0u;
+        }
+        if (lane == 0) { ids[t] = (int)wi; w[t] = ln_fkey_inv(mk); } /* the logit for now */
+    }
+    if (lane == 0) { /* softmax over the chosen k (w[0] is their max) */
+        float m = w[0], sum = 0.0f;
+        for (int t = 0; t < k; t++) { w[t] = __expf(w[t] - m); sum += w[t]; }
+        float inv = 1.0f / sum;
+        for (int t = 0; t < k; t++) w[t] *= inv;
+    }
+    __syncwarp();
+}
+
+/* ---- a thread's slice of the activation (registers) and the chunk dot products */
+
+struct ln_act {
+    int xl[8], xh[8];   /* q8 of the low-nibble and high-nibble 32-element groups of the chunk */
+    float f0, f1;       /* their scales */
+    float g0, g1;       /* Q4_K: scale * sum of the group's q8 (the min term); unused for Q6_K */
+    int n0, n1, n2, n3; /* Q6_K: 32 * sum of q8 over each 16-element half group (the -32 offset) */
+};
+
+/* Q4_K chunk c: groups 2c, 2c+1. q = the block's quantized activation (shared memory). */
+__device__ __forceinline__ void ln_act_q4k(const qact &q, int a0, int c, ln_act &A) {
+    const int4 *p = (const int4 *)(q.xq + a0 + 64 * c);
+    int4 v0 = p[0], v1 = p[1], v2 = p[2], v3 = p[3];
+    A.xl[0] = v0.x; A.xl[1] = v0.y; A.xl[2] = v0.z; A.xl[3] = v0.w;
+    A.xl[4] = v1.x; A.xl[5] = v1.y; A.xl[6] = v1.z; A.xl[7] = v1.w;
+    A.xh[0] = v2.x; A.xh[1] = v2.y; A.xh[2] = v2.z; A.xh[3] = v2.w;
+    A.xh[4] = v3.x; A.xh[5] = v3.y; A.xh[6] = v3.z; A.xh[7] = v3.w;
+    int g = (a0 >> 5) + 2 * c;
+    A.f0 = q.dx[g]; A.f1 = q.dx[g + 1];
+    A.g0 = q.s16[2 * g] + q.s16[2 * g + 1];
+    A.g1 = q.s16[2 * g + 2] + q.s16[2 * g + 3];
+    A.n0 = A.n1 = A.n2 = A.n3 = 0;
+}
+
+/* Q6_K chunk c: groups 8b+4n+s and +2. */
+__device__ __forceinline__ void ln_act_q6k(const qact &q, int a0, int c, ln_act &A) {
+    int gl = (a0 >> 5) + 8 * (c >> 2) + 4 * ((c >> 1) & 1) + (c & 1), gh = gl + 2;
+    const int4 *pl = (const int4 *)(q.xq + 32 * gl), *ph = (const int4 *)(q.xq + 32 * gh);
+    int4 v0 = pl[0], v1 = pl[1], v2 = ph[0], v3 = ph[1];
+    A.xl[0] = v0.x; A.xl[1] = v0.y; A.xl[2] = v0.z; A.xl[3] = v0.w;
+    A.xl[4] = v1.x; A.xl[5] = v1.y; A.xl[6] = v1.z; A.xl[7] = v1.w;
+    A.xh[0] = v2.x; A.xh[1] = v2.y; A.xh[2] = v2.z; A.xh[3] = v2.w;
+    A.xh[4] = v3.x; A.xh[5] = v3.y; A.xh[6] = v3.z; A.xh[7] = v3.w;
+    A.f0 = q.dx[gl]; A.f1 = q.dx[gh];
+    A.g0 = A.g1 = 0.0f;
+    int s[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        s[0] = __dp4a(A.xl[i], 0x01010101, s[0]);
+        s[1] = __dp4a(A.xl[4 + i], 0x01010101, s[1]);
+        s[2] = __dp4a(A.xh[i], 0x01010101, s[2]);
+        s[3] = __dp4a(A.xh[4 + i], 0x01010101, s[3]);
+    }
+    A.n0 = 32 * s[0]; A.n1 = 32 * s[1]; A.n2 = 32 * s[2]; A.n3 = 32 * s[3];
+}
+
+/* Q4_K chunk dot. qs: the chunk's 32 bytes; meta: its block's 16 bytes (d, dmin, 12 scale bytes);
+ * j = c & 3 (the chunk's sub-block pair in the block). */
+__device__ __forceinline__ float ln_dot_q4k(const unsigned char *qs, const unsigned char *meta, int j, const ln_act &A) {
+    uint4 q0 = *(const uint4 *)qs, q1 = *(const uint4 *)(qs + 16);
+    uint4 mv = *(const uint4 *)meta;
+    uint32_t w[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+    int s0 = 0, s1 = 0;
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        s0 = __dp4a((int)(w[k] & 0x0f0f0f0fu), A.xl[k], s0);
+        s1 = __dp4a((int)((w[k] >> 4) & 0x0f0f0f0fu), A.xh[k], s1);
+    }
+    /* 6-bit scales/mins of sub-blocks 2j, 2j+1 (llama's get_scale_min_k4, both at once) */
+    uint32_t t = (uint32_t)(16 * (j & 1));
+    uint32_t scp, mp;
+    if (j < 2) {
+        scp = (mv.y >> t) & 0x3f3fu;
+        mp = (mv.z >> t) & 0x3f3fu;
+    } else {
+        scp = ((mv.w >> t) & 0x0f0fu) | ((mv.y >> (t + 2)) & 0x3030u);
+        mp = ((mv.w >> (t + 4)) & 0x0f0fu) | ((mv.z >> (t + 2)) & 0x3030u);
+    }
+    float d = __half2float(__ushort_as_half((unsigned short)(mv.x & 0xffffu)));
+    float dmin = __half2float(__ushort_as_half((unsigned short)(mv.x >> 16)));
+    int i0 = (int)(scp & 0xffu) * s0, i1 = (int)(scp >> 8) * s1;
+    return d * (A.f0 * (float)i0 + A.f1 * (float)i1) - dmin * ((float)(mp & 0xffu) * A.g0 + (float)(mp >> 8) * A.g1);
+}
+
+/* Q6_K chunk dot. ql: the chunk's 32 ql bytes; qh: the 32 qh bytes of its half block; sc: the 8
+ * scales of its half block; d: the block's scale; s = c & 1. */
+__device__ __forceinline__ float ln_dot_q6k(const unsigned char *ql, const unsigned char *qh, const int8_t *sc, float d, int s,
+                                            const ln_act &A) {
+    uint4 l0 = *(const uint4 *)ql, l1 = *(const uint4 *)(ql + 16);
+    uint4 h0 = *(const uint4 *)qh, h1 = *(const uint4 *)(qh + 16);
+    uint2 sv = *(const uint2 *)sc;
+    uint32_t l[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
+    uint32_t h[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+    int shl = 2 * s, shh = 4 + 2 * s;
+    int sl0 = 0, sl1 = 0, sh0 = 0, sh1 = 0;
+#pragma unroll
+    for (int k = 0; k < 8; k++) {
+        int lo = (int)((l[k] & 0x0f0f0f0fu) | (((h[k] >> shl) & 0x03030303u) << 4));
+        int hi = (int)(((l[k] >> 4) & 0x0f0f0f0fu) | (((h[k] >> shh) & 0x03030303u) << 4));
+        if (k < 4) { sl0 = __dp4a(lo, A.xl[k], sl0); sh0 = __dp4a(hi, A.xh[k], sh0); }
+        else { sl1 = __dp4a(lo, A.xl[k], sl1); sh1 = __dp4a(hi, A.xh[k], sh1); }
+    }
+    /* scales 2s, 2s+1 (low nibbles) and 4+2s, 4+2s+1 (high) of the 8 */
+    uint32_t sa = s ? (sv.x >> 16) : sv.x, sb = s ? (sv.y >> 16) : sv.y;
+    int c0 = (int)(int8_t)(sa & 0xffu), c1 = (int)(int8_t)((sa >> 8) & 0xffu);
+    int c2 = (int)(int8_t)(sb & 0xffu), c3 = (int)(int8_t)((sb >> 8) & 0xffu);
+    int ilo = c0 * (sl0 - A.n0) + c1 * (sl1 - A.n1), ihi = c2 * (sh0 - A.n2) + c3 * (sh1 - A.n3);
+    return d * (A.f0 * (float)ilo + A.f1 * (float)ihi);
+}
+
+/* BF16 chunk dot with the fp32 activation (exact path: router logits). */
+__device__ __forceinline__ float ln_dot_bf16(const unsigned char *w, const float *xf) {
+    float acc = 0.0f;
+#pragma unroll
+    for (int v = 0; v < 8; v++) {
+        uint4 u = *(const uint4 *)(w + 16 * v);
+        float4 xa = *(const float4 *)(xf + 8 * v), xb = *(const float4 *)(xf + 8 * v + 4);
+        acc = fmaf(__uint_as_float(u.x << 16), xa.x, acc);
+        acc = fmaf(__uint_as_float(u.x & 0xffff0000u), xa.y, acc);
+        acc = fmaf(__uint_as_float(u.y << 16), xa.z, acc);
+        acc = fmaf(__uint_as_float(u.y & 0xffff0000u), xa.w, acc);
+        acc = fmaf(__uint_as_float(u.z << 16), xb.x, acc);
+        acc = fmaf(__uint_as_float(u.z & 0xffff0000u), xb.y, acc);
+        acc = fmaf(__uint_as_float(u.w << 16), xb.z, acc);
+        acc = fmaf(__uint_as_float(u.w & 0xffff0000u), xb.w, acc);
+    }
+    return acc;
+}
+
+/* Bytes of one row of a K-column matrix in a tile. */
+__host__ __device__ static inline int ln_row_bytes(int WT, int K) {
+    return WT == GT_Q4_K ? (K >> 8) * 144 : (WT == GT_Q6_K ? (K >> 8) * 210 : K * 2);
+}
+
+/* Requests rows [r0, r0+n) of W into a tile laid out for TR rows at dst (thread 0; bar armed here). */
+__device__ __forceinline__ void ln_copy_rows(const gmat &W, long r0, int n, int TR, unsigned char *dst, uint64_t *bar, bool arm) {
+    int nb = W.cols >> 8;
+    size_t blk0 = (size_t)r0 * nb, nblk = (size_t)n * nb;
+    if (W.type == GT_Q4_K) {
+        if (arm) mbar_expect_tx(bar, (uint32_t)(nblk * 144));
+        bulk_g2s(dst, W.q + blk0 * 128, (uint32_t)(nblk * 128), bar);
+        bulk_g2s(dst + (size_t)TR * nb * 128, W.sc + blk0 * 16, (uint32_t)(nblk * 16), bar);
+    } else if (W.type == GT_Q6_K) {
+        if (arm) mbar_expect_tx(bar, (uint32_t)(nblk * 210));
+        bulk_g2s(dst, W.q + blk0 * 128, (uint32_t)(nblk * 128), bar);
+        bulk_g2s(dst + (size_t)TR * nb * 128, W.qh + blk0 * 64, (uint32_t)(nblk * 64), bar);
+        bulk_g2s(dst + (size_t)TR * nb * 192, W.sc + blk0 * 16, (uint32_t)(nblk * 16), bar);
+        bulk_g2s(dst + (size_t)TR * nb * 208, (const unsigned char *)W.d + blk0 * 2, (uint32_t)(nblk * 2), bar);
+    } else { /* BF16 */
+        size_t bytes = (size_t)n * W.cols * 2;
+        if (arm) mbar_expect_tx(bar, (uint32_t)bytes);
+        bulk_g2s(dst, W.q + (size_t)r0 * W.cols * 2, (uint32_t)bytes, bar);
+    }
+}
+
+/* The dot of chunk c of tile row rr (a tile of TR rows of type WT at base). */
+__device__ __forceinline__ float ln_dot_tile(int WT, const unsigned char *base, int TR, int K, int rr, int c, const ln_act &A,
+                                             const float *xf) {
+    int nb = K >> 8, b = c >> 2;
+    if (WT == GT_Q4_K) {
+        const unsigned char *qs = base + (size_t)rr * nb * 128 + 32 * c;
+        const unsigned char *meta = base + (size_t)TR * nb * 128 + ((size_t)rr * nb + b) * 16;
+        return ln_dot_q4k(qs, meta, c & 3, A);
+    }
+    if (WT == GT_Q6_K) {
+        int n = (c >> 1) & 1;
+        const unsigned char *ql = base + (size_t)rr * nb * 128 + 32 * c;
+        const unsigned char *qh = base + (size_t)TR * nb * 128 + ((size_t)rr * nb + b) * 64 + 32 * n;
+        const int8_t *sc = (const int8_t *)(base + (size_t)TR * nb * 192 + ((size_t)rr * nb + b) * 16 + 8 * n);
+        float d = __half2float(((const __half *)(base + (size_t)TR * nb * 208))[(size_t)rr * nb + b]);
+        return ln_dot_q6k(ql, qh, sc, d, c & 1, A);
+    }
+    return ln_dot_bf16(base + (size_t)rr * K * 2 + 128 * c, xf + 64 * c);
+}
+
+/* ---- dense GEMV over up to 4 segments (one input): y_s = W_s x̂, store or residual add */
+
+struct lgemv_args {
+    gemv_args a;                    /* segments, prologue, K, argmax (exact: BF16 only) */
+    int tr[GEMV_MAX_SEG];           /* rows per tile of each segment */
+    int t0[GEMV_MAX_SEG + 1];       /* first tile of each segment; t0[nseg] = all tiles */
+    int stage;                      /* bytes per ring stage */
+    int nst;                        /* stages */
+    unsigned long long *trace;      /* optional trace slots [3] */
+};
+
+/* grid <= tiles, block LN_THREADS, dynamic smem nst * stage + qact_smem_bytes(K). Segments are
+ * Q4_K, Q6_K or BF16, K % 256 == 0, K / 64 a power of two in [1, 512] (checked by the host).
+ * AM (a.argmax != NULL): the packed (logit, row) maximum over segment 0 is merged into *a.argmax. */
+template <bool AM>
+__global__ void __launch_bounds__(LN_THREADS, 2) k_lgemv(const __grid_constant__ lgemv_args L) {
+    extern __shared__ __align__(16) unsigned char sm[];
+    __shared__ __align__(8) uint64_t bar[LN_MAX_ST];
+    __shared__ float red[32];
+    __shared__ float part[2][LN_THREADS / 32];
+    __shared__ unsigned long long best_s[LN_THREADS / 32];
+    const gemv_args &a = L.a;
+    ln_trace(L.trace, 0);
+    int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    int T = L.t0[a.nseg], G = gridDim.x, NST = L.nst;
+    int mine = T > (int)blockIdx.x ? (T - 1 - (int)blockIdx.x) / G + 1 : 0;
+    auto locate = [&](int i, int *s, int *r0, int *n) {
+        int t = blockIdx.x + i * G, k = 0;
+        while (k < a.nseg - 1 && t >= L.t0[k + 1]) k++;
+        *s = k;
+        *r0 = (t - L.t0[k]) * L.tr[k];
+        *n = min(L.tr[k], a.seg[k].W.rows - *r0);
+    };
+    auto issue = [&](int i) {
+        int s, r0, n;
+        locate(i, &s, &r0, &n);
+        ln_copy_rows(a.seg[s].W, r0, n, L.tr[s], sm + (size_t)(i % NST) * L.stage, &bar[i % NST], true);
+    };
+    if (tid == 0) {
+        for (int i = 0; i < NST; i++) mbar_init(&bar[i], 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        for (int i = 0; i < NST && i < mine; i++) issue(i);
+    }
+    __syncthreads();
+    pdl_wait();
+    pdl_trigger();
+    ln_trace(L.trace, 1);
+    qact Q;
+    gemv_prologue(a, sm + (size_t)NST * L.stage, red, &Q);
+    int C = a.K >> 6, K = a.K;
+    int rr = tid / C, c = tid % C;  /* this thread's row in a tile and chunk in the row */
+    ln_act A;
+    int act_t = -1;
+    unsigned long long best = 0; /* argmax over segment 0 (a.argmax) */
+    for (int i = 0; i < mine; i++) {
+        int s, r0, n;
+        locate(i, &s, &r0, &n);
+        const gmat &W = a.seg[s].W;
+        mbar_wait(&bar[i % NST], (uint32_t)((i / NST) & 1));
+        const unsigned char *base = sm + (size_t)(i % NST) * L.stage;
+        float v = 0.0f;
+        if (rr < n) {
+            if (W.type != act_t && W.type != GT_BF16) {
+                if (W.type == GT_Q4_K) ln_act_q4k(Q, 0, c, A); else ln_act_q6k(Q, 0, c, A);
+                act_t = W.type;
+            }
+            v = ln_dot_tile(W.type, base, L.tr[s], K, rr, c, A, Q.xf);
+        }
+        int G2 = C < 32 ? C : 32;
+        for (int o = G2 >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        if (C <= 32) {
+            if (c == 0 && rr < n) {
+                float *y = a.seg[s].y + r0 + rr;
+                if (a.seg[s].epi == EPI_ADD) *y += v; else *y = v;
+                if (AM && s == 0) { unsigned long long p = argmax_pack(v, r0 + rr); best = p > best ? p : best; }
+            }
+        } else if (lane == 0) {
+            part[i & 1][warp] = v;
+        }
+        __syncthreads(); /* stage i % NST consumed; part written */
+        if (C > 32 && tid < n) {
+            int wpr = C >> 5;
+            float t = 0.0f;
+            for (int k = 0; k < wpr; k++) t += part[i & 1][tid * wpr + k];
+            float *y = a.seg[s].y + r0 + tid;
+            if (a.seg[s].epi == EPI_ADD) *y += t; else *y = t;
+            if (AM && s == 0) { unsigned long long p = argmax_pack(t, r0 + tid); best = p > best ? p : best; }
+        }
+        if (tid == 0 && i + NST < mine) {
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            issue(i + NST);
+        }
+    }
+    if (AM) gemv_argmax_block(a, best, best_s);
+    ln_trace(L.trace, 2);
+}
+
+/* ---- MoE gate/up + SwiGLU. Tiles: TH rows of h (TH = 256 / C), i.e. TH gate rows then the same
+ * TH up rows of one slot; the shared expert's tiles come first (their weights are known before the
+ * wait), then the routed slots'. The ffn-norm prologue reads x (two kernels back) before the wait;
+ * after it warp 0 computes the top-k from the router logits (the kernel just before).
+ * grid <= tiles, block LN_THREADS, dynamic smem nst * LN_STAGE + qact_smem_bytes(H). Q4_K gate/up
+ * (and shared gate/up), H % 256 == 0, H <= 2048. */
+struct lmoe_args {
+    moe_args m;
+    int nst;
+    unsigned long long *tr;
+};
+
+__global__ void __launch_bounds__(LN_THREADS, 2) k_lmoe_gu(const __grid_constant__ lmoe_args L) {
+    extern __shared__ __align__(16) unsigned char sm[];
+    __shared__ __align__(8) uint64_t bar[LN_MAX_ST];
+    __shared__ float red[32];
+    __shared__ int ids[QK_MAX_TOPK];
+    __shared__ float wts[QK_MAX_TOPK];
+    __shared__ float gu[2][64];     /* 2 * TH <= 64 (H / 64 >= 8) */
+    const moe_args &a = L.m;
+    ln_trace(L.tr, 0);
+    int tid = threadIdx.x, warp = tid >> 5, NST = L.nst;
+    int C = a.H >> 6, TH = 256 / C, nb = a.H >> 8;
+    int nsh = a.FS / TH, T = nsh + a.k * (a.FF / TH), G = gridDim.x;
+    int mine = T > (int)blockIdx.x ? (T - 1 - (int)blockIdx.x) / G + 1 : 0;
+    size_t mat = (size_t)TH * nb * 144; /* gate rows, then up rows */
+    auto locate = [&](int i, const gmat **g, const gmat **u, long *r0, int *hrow) {
+        int t = blockIdx.x + i * G;
+        if (t < nsh) { *g = &a.sgate; *u = &a.sup; *r0 = (long)t * TH; *hrow = a.k * a.FF + t * TH; }
+        else {
+            t -= nsh;
+            int sl = t / (a.FF / TH), r = (t % (a.FF / TH)) * TH;
+            *g = &a.gate; *u = &a.up; *r0 = (long)ids[sl] * a.FF + r; *hrow = sl * a.FF + r;
+        }
+    };
+    auto issue = [&](int i) {
+        const gmat *g, *u; long r0; int hrow;
+        locate(i, &g, &u, &r0, &hrow);
+        unsigned char *dst = sm + (size_t)(i % NST) * LN_STAGE;
+        uint64_t *b = &bar[i % NST];
+        mbar_expect_tx(b, (uint32_t)(2 * mat));
+        ln_copy_rows(*g, r0, TH, TH, dst, b, false);
+        ln_copy_rows(*u, r0, TH, TH, dst + mat, b, false);
+    };
+    int pre = 0; /* tiles requested before the wait: the shared expert's */
+    if (tid == 0) {
+        for (int i = 0; i < NST; i++) mbar_init(&bar[i], 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        while (pre < NST && pre < mine && (int)blockIdx.x + pre * G < nsh) issue(pre++);
+    }
+    gemv_args pa = {};
+    pa.pro = PRO_RMSNORM; pa.x = a.x; pa.K = a.H; pa.g = a.g; pa.eps = a.eps;
+    qact Q;
+    gemv_prologue(pa, sm + (size_t)NST * LN_STAGE, red, &Q); /* x is final: two kernels back */
+    ln_act A;
+    int rr = tid / C, c = tid % C;
+    ln_act_q4k(Q, 0, c, A);
+    pdl_wait();
+    pdl_trigger();
+    ln_trace(L.tr, 1);
+    if (warp == 0) ln_topk(a.logits, a.E, a.k, ids, wts);
+    __syncthreads();
+    if (blockIdx.x == 0 && tid < a.k) {
+        if (a.ids_out) a.ids_out[tid] = ids[tid];
+        if (a.w_out) a.w_out[tid] = wts[tid];
+    }
+    if (tid == 0) {
+        pre = 0;
+        while (pre < NST && pre < mine && (int)blockIdx.x + pre * G < nsh) pre++;
+        for (int i = pre; i < NST && i < mine; i++) issue(i);
+    }
+    for (int i = 0; i < mine; i++) {
+        const gmat *g, *u; long r0; int hrow;
+        locate(i, &g, &u, &r0, &hrow);
+        mbar_wait(&bar[i % NST], (uint32_t)((i / NST) & 1));
+        const unsigned char *base = sm + (size_t)(i % NST) * LN_STAGE;
+        /* rows 0..TH-1: gate, TH..2TH-1: up (same h rows) */
+        float v = ln_dot_tile(GT_Q4_K, base + (rr < TH ? 0 : mat), TH, a.H, rr % TH, c, A, NULL);
+        int G2 = C < 32 ? C : 32;
+        for (int o = G2 >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        if (c == 0) gu[i & 1][rr] = v;
+        __syncthreads();
+        if (tid < TH) {
+            float hv = silu_f(gu[i & 1][tid]) * gu[i & 1][TH + tid];
+            a.h[hrow + tid] = hv;
+        }
+        if (tid == 0 && i + NST < mine) {
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            issue(i + NST);
+        }
+    }
+    ln_trace(L.tr, 2);
+}
+
+/* ---- MoE down + weighted combine + residual add. Tiles: R output rows x the nslot slots (the k
+ * routed experts' down rows, then the shared expert's); thread (slot, row, chunk). The top-k (router
+ * logits three kernels back) and the first tiles' requests come before the wait; after it the block
+ * quantizes h (the kernel just before) into shared memory.
+ * grid <= H / R, block LN_DOWN_THREADS, dynamic smem nst * stage + qact_smem_bytes(k*FF + FS).
+ * Down matrices Q4_K or Q6_K (routed and shared the same), FF % 256 == 0, FS == FF or 0. */
+struct lmoe_down_args {
+    moe_args m;
+    int R;      /* output rows per tile */
+    int stage;  /* bytes per stage: nslot * R * row bytes */
+    int nst;
+    unsigned long long *tr;
+};
+
+template <int WT>
+__global__ void __launch_bounds__(LN_DOWN_THREADS, 2) k_lmoe_down(const __grid_constant__ lmoe_down_args L) {
+    extern __shared__ __align__(16) unsigned char sm[];
+    __shared__ __align__(8) uint64_t bar[LN_MAX_ST];
+    __shared__ float red[32];
+    __shared__ int ids[QK_MAX_TOPK];
+    __shared__ float wts[QK_MAX_TOPK + 1];
+    __shared__ float acc[2][LN_DOWN_THREADS / 8];
+    const moe_args &a = L.m;
+    ln_trace(L.tr, 0);
+    int tid = threadIdx.x, warp = tid >> 5, NST = L.nst, R = L.R;
+    int nslot = a.k + (a.FS ? 1 : 0), C = a.FF >> 6;
+    size_t mat = (size_t)R * ln_row_bytes(WT, a.FF);
+    int T = a.H / R, G = gridDim.x;
+    int mine = T > (int)blockIdx.x ? (T - 1 - (int)blockIdx.x) / G + 1 : 0;
+    auto issue = [&](int i) {
+        long r0 = (long)(blockIdx.x + i * G) * R;
+        unsigned char *dst = sm + (size_t)(i % NST) * L.stage;
+        uint64_t *b = &bar[i % NST];
+        mbar_expect_tx(b, (uint32_t)(nslot * mat));
+        for (int s = 0; s < nslot; s++) {
+            if (s < a.k) ln_copy_rows(a.down, (long)ids[s] * a.H + r0, R, R, dst + s * mat, b, false);
+            else ln_copy_rows(a.sdown, r0, R, R, dst + s * mat, b, false);
+        }
+    };
+    if (warp == 0) {
+        ln_topk(a.logits, a.E, a.k, ids, wts);
+        if (tid == 0) {
+            wts[a.k] = a.FS ? sigmoid_f(a.logits[a.E]) : 0.0f;
+            for (int i = 0; i < NST; i++) mbar_init(&bar[i], 1);
+            asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        }
+        __syncwarp();
+        if (tid == 0)
+            for (int i = 0; i < NST && i < mine; i++) issue(i);
+    }
+    __syncthreads();
+    pdl_wait();
+    pdl_trigger();
+    ln_trace(L.tr, 1);
+    int kf = a.k * a.FF + a.FS;
+    gemv_args pa = {};
+    pa.pro = PRO_PLAIN; pa.x = a.h; pa.K = kf; pa.eps = a.eps;
+    qact Q;
+    gemv_prologue(pa, sm + (size_t)NST * L.stage, red, &Q);
+    int j = tid / C, c = tid % C, s = j / R, rr = j % R; /* slot-major: j = s * R + rr */
+    bool on = s < nslot;
+    ln_act A;
+    if (on) { if (WT == GT_Q4_K) ln_act_q4k(Q, s * a.FF, c, A); else ln_act_q6k(Q, s * a.FF, c, A); }
+    float ws = on ? wts[s] : 0.0f;
+    for (int i = 0; i < mine; i++) {
+        long r0 = (long)(blockIdx.x + i * G) * R;
+        mbar_wait(&bar[i % NST], (uint32_t)((i / NST) & 1));
+        const unsigned char *base = sm + (size_t)(i % NST) * L.stage;
+        float v = on ? ln_dot_tile(WT, base + s * mat, R, a.FF, rr, c, A, NULL) : 0.0f;
+        for (int o = (C < 32 ? C : 32) >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        if (c == 0 && on) acc[i & 1][j] = ws * v;
+        __syncthreads();
+        if (tid < R) {
+            float t = 0.0f;
+            for (int k = 0; k < nslot; k++) t += acc[i & 1][k * R + tid];
+            a.out[r0 + tid] += t;
+        }
+        if (tid == 0 && i + NST < mine) {
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            issue(i + NST);
+        }
+    }
+    ln_trace(L.tr, 2);
+}
+
+#endif

@@ -1,0 +1,130 @@
+/*
+ * lean.cu — the lean decode kernels (k_lean.cuh) and their launch geometry, in a translation unit
+ * of their own (the kernel headers are included in a namespace so that this object and
+ * cuda_backend.cu do not both define the shared kernels; see persist.cu).
+ *
+ * Geometry: one block per SM at most (grid = min(tiles, SMs)), each block at most LN_SMEM_MAX bytes
+ * of dynamic shared memory and <= 64 registers per thread, so that two consecutive kernels' blocks
+ * are resident on an SM together (the point of the design, k_lean.cuh).
+ */
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "lean.h"
+
+namespace ln_impl {
+#include "k_lean.cuh"
+}
+using namespace ln_impl;
+
+template <typename... KArgs, typename... Args>
+static void ln_launch(void (*kern)(KArgs...), int grid, int threads, size_t smem, int pdl, cudaStream_t st, Args... args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(grid);
+    cfg.blockDim = dim3(threads);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = pdl ? 1 : 0;
+    cudaLaunchKernelEx(&cfg, kern, args...);
+}
+
+cudaError_t lean_init(void) {
+    cudaError_t e = cudaFuncSetAttribute(k_lgemv<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, LN_SMEM_MAX);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lgemv<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, LN_SMEM_MAX);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lmoe_gu, cudaFuncAttributeMaxDynamicSharedMemorySize, LN_SMEM_MAX);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lmoe_down<GT_Q4_K>, cudaFuncAttributeMaxDynamicSharedMemorySize, LN_SMEM_MAX);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lmoe_down<GT_Q6_K>, cudaFuncAttributeMaxDynamicSharedMemorySize, LN_SMEM_MAX);
+    return e;
+}
+
+static int ln_min(int a, int b) { return a < b ? a : b; }
+
+/* Rows per tile of a K-column matrix of type WT: one chunk per thread where the tile fits a stage
+ * (Q4_K), fewer rows for the wider rows of Q6_K / BF16; Q6_K tiles keep their fp16 d copy a multiple
+ * of 16 bytes (rows * nb % 8 == 0). 0: not possible. */
+static int ln_tile_rows(int WT, int K, int rows, int threads) {
+    int nb = K >> 8, tr = threads / (K >> 6), rb = ln_row_bytes(WT, K);
+    while (tr > 0 && (size_t)tr * rb > LN_STAGE) tr--;
+    if (WT == GT_Q6_K) {
+        while (tr > 0 && (tr * nb) % 8) tr--;
+        if ((rows * nb) % 8) return 0;
+    }
+    return tr;
+}
+
+int lean_gemv(const void *args, int nsm, int pdl, cudaStream_t st, unsigned long long *tr) {
+    const gemv_args &a = *(const gemv_args *)args;
+    int K = a.K, C = K >> 6;
+    if (a.nseg < 1 || K % 256 || (C & (C - 1)) || C > LN_THREADS) return 0;
+    lgemv_args L = {};
+    L.a = a;
+    L.trace = tr;
+    int T = 0;
+    for (int s = 0; s < a.nseg; s++) {
+        const gmat &W = a.seg[s].W;
+        if ((W.type != GT_Q4_K && W.type != GT_Q6_K && W.type != GT_BF16) || W.cols != K || W.rows < 1) return 0;
+        if (a.exact && W.type != GT_BF16) return 0; /* exact (router) logits: only BF16 rows dot the fp32 input here */
+        int tr = ln_tile_rows(W.type, K, W.rows, LN_THREADS);
+        if (tr < 1) return 0;
+        L.tr[s] = tr;
+        L.t0[s] = T;
+        T += (W.rows + tr - 1) / tr;
+    }
+    L.t0[a.nseg] = T;
+    int G = ln_min(T, nsm), mine = (T + G - 1) / G;
+    size_t qb = qact_smem_bytes(K);
+    if (qb + LN_STAGE > LN_SMEM_MAX) return 0;
+    L.stage = LN_STAGE;
+    L.nst = ln_min(ln_min(LN_MAX_ST, mine), (int)((LN_SMEM_MAX - qb) / LN_STAGE));
+    ln_launch(a.argmax ? k_lgemv<true> : k_lgemv<false>, G, LN_THREADS, (size_t)L.nst * L.stage + qb, pdl, st, L);
+    return 1;
+}
+
+int lean_moe(const void *args, int nsm, int pdl, cudaStream_t st, int which, unsigned long long *tr) {
+    const moe_args &m = *(const moe_args *)args;
+    int H = m.H, C = H >> 6, WT = m.down.type;
+    /* gate/up: Q4_K, 8 <= H/64 <= 32 (a tile is 256/C h rows of gate and of up) */
+    if (H % 256 || C < 8 || C > 32 || m.E > 256 || m.E < m.k || m.k < 1 || m.k > QK_MAX_TOPK) return 0;
+    if (m.gate.type != GT_Q4_K || m.up.type != GT_Q4_K || m.gate.cols != H || m.up.cols != H) return 0;
+    int TH = 256 / C;
+    if (m.FF % TH) return 0;
+    if (m.FS && (m.sgate.type != GT_Q4_K || m.sup.type != GT_Q4_K || m.FS != m.FF || m.sdown.type != WT)) return 0;
+    /* down: Q4_K / Q6_K rows of FF columns, 8 <= FF/64 <= 32 */
+    int Cd = m.FF >> 6, nslot = m.k + (m.FS ? 1 : 0);
+    if ((WT != GT_Q4_K && WT != GT_Q6_K) || m.FF % 256 || Cd < 8 || Cd > 32 || m.down.cols != m.FF) return 0;
+    int R = (LN_DOWN_THREADS / Cd) / nslot, nbd = m.FF >> 8;
+    if (WT == GT_Q6_K)
+        while (R > 0 && (R * nbd) % 8) R--;
+    if (R < 1 || H % R) return 0;
+    size_t dstage = (size_t)nslot * R * ln_row_bytes(WT, m.FF);
+    int kf = m.k * m.FF + m.FS;
+    size_t qh = qact_smem_bytes(kf), qx = qact_smem_bytes(H);
+    if (dstage % 16 || qh + dstage > LN_SMEM_MAX || qx + LN_STAGE > LN_SMEM_MAX) return 0;
+
+    if (which & 1) {
+        lmoe_args L = {};
+        L.m = m;
+        L.tr = tr;
+        int T = m.FS / TH + m.k * (m.FF / TH), G = ln_min(T, nsm), mine = (T + G - 1) / G;
+        L.nst = ln_min(ln_min(LN_MAX_ST, mine), (int)((LN_SMEM_MAX - qx) / LN_STAGE));
+        ln_launch(k_lmoe_gu, G, LN_THREADS, (size_t)L.nst * LN_STAGE + qx, pdl, st, L);
+    }
+    if (which & 2) {
+        lmoe_down_args D = {};
+        D.m = m;
+        D.tr = tr;
+        D.R = R;
+        D.stage = (int)dstage;
+        int T = H / R, G = ln_min(T, nsm), mine = (T + G - 1) / G;
+        D.nst = ln_min(ln_min(LN_MAX_ST, mine), (int)((LN_SMEM_MAX - qh) / dstage));
+        ln_launch(WT == GT_Q4_K ? k_lmoe_down<GT_Q4_K> : k_lmoe_down<GT_Q6_K>, G, LN_DOWN_THREADS, (size_t)D.nst * dstage + qh, pdl, st, D);
+    }
+    return 1;
+}
