@@ -28,8 +28,9 @@ endif
 
 # CUDA: sm_90a (H100/H200) first, plus a PTX fallback that any newer GPU can JIT.
 CUARCH  ?= -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_80,code=compute_80
+# NVFLAGS_EXTRA: e.g. -DLILAC_LN_TRACE (the lean decode kernels' in-graph trace, src/backend/cuda/k_lean.cuh)
 NVFLAGS := -O3 -std=c++17 -Xcompiler -Wall,-Wno-unused-parameter -Isrc $(CUARCH) -lineinfo \
-           --expt-relaxed-constexpr -MMD -MP
+           --expt-relaxed-constexpr -MMD -MP $(NVFLAGS_EXTRA)
 
 LIB_SRC := $(wildcard src/base/*.c src/format/*.c src/quant/*.c src/tokenizer/*.c src/model/*.c \
              src/backend/*.c src/backend/cpu/*.c src/runtime/*.c src/server/*.c src/privacy/*.c)

@@ -50,6 +50,7 @@ extern "C" {
 #include "lean.h"
 
 #define LN_TR_MAX 1024
+#define LN_TRS_HOST 40 /* LN_TRS of k_lean.cuh */
 
 #define CU_TRY(call)                                                                                      \
     do {                                                                                                  \
@@ -121,9 +122,10 @@ struct cu_backend {
     int fuse_hq;                          /* MoE gate/up writes the q8 of h (no k_qact before down) */
     int fd_ns;                            /* splits of the flash-decoding attention kernel (0: the older kernel) */
     int lean;                             /* 1 (default on sm_90+): the lean decode kernels (lean.cu); LILAC_CUDA_LEAN=0 off */
-    unsigned long long *ln_tr;            /* LILAC_CUDA_LN_TRACE=1: [LN_TR_MAX][3] stamps of the lean kernels of a step */
+    unsigned long long *ln_tr;            /* LILAC_CUDA_LN_TRACE=1: [LN_TR_MAX][LN_TRS_HOST] trace records of a step */
     const char *ln_names[LN_TR_MAX];
-    int ln_n, ln_steps, ln_print_at;          /* LILAC_CUDA_LN_TRACE=N: printed after the N-th graphed step */
+    int lean_head;                        /* the lm head through k_lgemv too (LILAC_CUDA_LEAN_HEAD=1; default k_gemv_q) */
+    int ln_n, ln_steps, ln_print_at;      /* trace: records used, graphed steps, LILAC_CUDA_LN_TRACE=N prints after step N */
     int moe_tma, moe_tr;                  /* bulk-copy MoE kernels (LILAC_CUDA_MOE_TMA=0 off), rows per tile */                          /* decode: quantized activations [Kmax] (two, alternating, see decode_step) */
     size_t alloc_bytes, mem_peak;
     void **allocs; size_t n_allocs, cap_allocs;
@@ -557,21 +559,47 @@ template <int WT, int NU> static void moe_down_q_launch(cu_backend *b, const moe
 static unsigned long long *ln_slot(cu_backend *b, const char *name) {
     if (!b->ln_tr || b->ln_n >= LN_TR_MAX) return NULL;
     b->ln_names[b->ln_n] = name;
-    return b->ln_tr + 3 * b->ln_n++;
+    return b->ln_tr + LN_TRS_HOST * b->ln_n++;
 }
 
-/* Prints the lean kernels' in-graph timeline of the last step (stderr): per kernel, block 0's entry,
- * the last block past griddepcontrol.wait and the last block done, in µs from the first entry; the
- * gaps between one kernel's end and the next one's wait are the other kernels and the boundaries. */
-static void ln_trace_print(cu_backend *b) {
-    static unsigned long long h[LN_TR_MAX * 3];
-    if (cudaMemcpy(h, b->ln_tr, (size_t)b->ln_n * 24, cudaMemcpyDeviceToHost) != cudaSuccess || b->ln_n < 1) return;
-    double t0 = (double)h[0], prev = 0;
-    fprintf(stderr, "lean trace (us): kernel, entry, past wait, done, done - previous done\n");
-    for (int i = 0; i < b->ln_n; i++) {
-        double e = (h[3 * i] - t0) / 1e3, w = (h[3 * i + 1] - t0) / 1e3, d = (h[3 * i + 2] - t0) / 1e3;
-        fprintf(stderr, "  %-18s %9.2f %9.2f %9.2f %7.2f\n", b->ln_names[i], e, w, d, d - prev);
-        prev = d;
+/* Prints the lean kernels' in-graph timeline of the last step (stderr), per kernel name (means, µs):
+ * "gap" from the previous lean kernel's end to the last block past griddepcontrol.wait (the non-lean
+ * kernels between them and the boundary), then past the wait -> past the prologue (MoE gate/up: the
+ * top-k) -> first tile in shared memory -> done, and the most blocks of one launch on one SM. */
+static void ln_trace_print(cu_backend *b, int pos) {
+    static unsigned long long h[LN_TR_MAX * LN_TRS_HOST];
+    const int S = LN_TRS_HOST;
+    if (b->ln_n < 2 || cudaMemcpy(h, b->ln_tr, (size_t)b->ln_n * S * 8, cudaMemcpyDeviceToHost) != cudaSuccess) return;
+    double t0 = (double)h[0];
+    fprintf(stderr, "lean trace at position %d: %d kernels, first entry to last done %.1f us\n", pos, b->ln_n,
+            (h[S * (b->ln_n - 1) + 2] - t0) / 1e3);
+    const char *names[32];
+    double acc[32][4];
+    int cnt[32], mx[32], nn = 0;
+    for (int i = 1; i < b->ln_n; i++) {
+        const unsigned long long *r = h + (size_t)S * i;
+        int k = 0;
+        while (k < nn && strcmp(names[k], b->ln_names[i])) k++;
+        if (k == nn) { if (nn == 32) continue; names[nn] = b->ln_names[i]; memset(acc[nn], 0, sizeof(acc[nn])); cnt[nn] = mx[nn] = 0; nn++; }
+        acc[k][0] += ((double)r[1] - (double)h[(size_t)S * (i - 1) + 2]) / 1e3;
+        acc[k][1] += ((double)r[3] - (double)r[1]) / 1e3;
+        acc[k][2] += ((double)r[4] - (double)r[3]) / 1e3;
+        acc[k][3] += ((double)r[2] - (double)r[4]) / 1e3;
+        int per[256] = {0}, grid = (int)r[5] < 256 ? (int)r[5] : 256;
+        const unsigned char *sm = (const unsigned char *)(r + 8);
+        for (int g = 0; g < grid; g++) { int c = ++per[sm[g]]; if (c > mx[k]) mx[k] = c; }
+        cnt[k]++;
+    }
+    fprintf(stderr, "  %-18s %5s %8s %9s %9s %9s %9s %6s\n", "kernel", "calls", "gap", "prologue", "1st tile", "rest",
+            "total ms", "max/SM");
+    for (int k = 0; k < nn; k++)
+        fprintf(stderr, "  %-18s %5d %8.2f %9.2f %9.2f %9.2f %9.3f %6d\n", names[k], cnt[k], acc[k][0] / cnt[k],
+                acc[k][1] / cnt[k], acc[k][2] / cnt[k], acc[k][3] / cnt[k],
+                (acc[k][0] + acc[k][1] + acc[k][2] + acc[k][3]) / 1e3, mx[k]);
+    for (int i = 0; i < b->ln_n && i < 14; i++) {
+        const unsigned long long *r = h + (size_t)S * i;
+        fprintf(stderr, "  %-18s entry %8.2f wait %8.2f pro %8.2f tile %8.2f done %8.2f\n", b->ln_names[i], (r[0] - t0) / 1e3,
+                (r[1] - t0) / 1e3, (r[3] - t0) / 1e3, (r[4] - t0) / 1e3, (r[2] - t0) / 1e3);
     }
 }
 
@@ -761,7 +789,7 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
             attn_prep_args pa = {b->qg, 0, b->kb, 0, b->vb, 0, L.q_norm, L.k_norm, b->inv_freq, b->q, NULL, kc, vc,
                                  s->d_pos, NH, NKV, HD, hp.n_rot, s->n_ctx, eps};
             prof_begin(b);
-            k_attn_prep<<<dim3(NH + 2 * NKV, 1), HD, 0, b->st>>>(pa);
+            launch_pdl(b, k_attn_prep, dim3(NH + 2 * NKV, 1), dim3(HD), 0, pa);
             prof_end(b, "attn.prep", 0, 0);
             attn_dec_args da = {b->q, kc, vc, s->part_o, s->part_ml, b->qg, b->att, s->d_pos, NH, NKV, HD, s->n_ctx, s->CH};
             prof_begin(b);
@@ -770,14 +798,14 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
                 da.CH = 0;
                 da.nsplit = ns;
                 size_t fsm = attn_fd_smem(HD);
-                if (HD == 256) k_attn_decode_fd<8><<<dim3(NKV, ns), FD_WARPS * 32, fsm, b->st>>>(da);
-                else if (HD == 128) k_attn_decode_fd<4><<<dim3(NKV, ns), FD_WARPS * 32, fsm, b->st>>>(da);
-                else k_attn_decode_fd<2><<<dim3(NKV, ns), FD_WARPS * 32, fsm, b->st>>>(da);
+                if (HD == 256) launch_pdl(b, k_attn_decode_fd<8>, dim3(NKV, ns), dim3(FD_WARPS * 32), fsm, da);
+                else if (HD == 128) launch_pdl(b, k_attn_decode_fd<4>, dim3(NKV, ns), dim3(FD_WARPS * 32), fsm, da);
+                else launch_pdl(b, k_attn_decode_fd<2>, dim3(NKV, ns), dim3(FD_WARPS * 32), fsm, da);
             } else {
                 size_t smem = attn_decode_smem(NH / NKV, HD, s->CH);
                 k_attn_decode<<<dim3(NKV, s->max_splits), 256, smem, b->st>>>(da);
             }
-            k_attn_combine<<<NH, ATT_COMB_THREADS, 0, b->st>>>(da);
+            launch_pdl(b, k_attn_combine, dim3(NH), dim3(ATT_COMB_THREADS), 0, da);
             prof_end(b, "attn.decode", (double)(s->pos + 1) * NKV * HD * 4, 0);
             launch_gemv(b, pl.out, "attn.out_gemv", &b->q2);
         } else {
@@ -846,7 +874,7 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
     gemv_args f = gemv_make(PRO_RMSNORM, b->x, H, b->out_norm, eps);
     gemv_add(f, b->lm_head, b->logits, EPI_STORE);
     f.argmax = b->d_argmax;
-    launch_gemv(b, f, "lm_head_gemv", &b->q1);
+    launch_gemv(b, f, "lm_head_gemv", &b->q1, b->lean_head);
     prof_begin(b);
     k_finish<<<1, 1, 0, b->st>>>(b->d_argmax, b->d_tok, s->d_pos, gen ? b->d_gen : NULL, b->d_gen_n, 1);
     prof_end(b, "finish", 0, 0);
@@ -988,7 +1016,7 @@ static void prefill_chunk(cu_backend *b, cu_seq *s, int T, int want_last_logits)
         gemv_args f = gemv_make(PRO_RMSNORM, b->X + (size_t)(T - 1) * H, H, b->out_norm, eps);
         gemv_add(f, b->lm_head, b->logits, EPI_STORE);
         f.argmax = b->d_argmax;
-        launch_gemv(b, f, "p.lm_head_gemv", &b->q1);
+        launch_gemv(b, f, "p.lm_head_gemv", &b->q1, b->lean_head);
         prof_begin(b);
         k_finish<<<1, 1, 0, b->st>>>(b->d_argmax, b->d_tok, s->d_pos, NULL, b->d_gen_n, T);
         prof_end(b, "p.finish", 0, 0);
@@ -1003,7 +1031,7 @@ static ll_status chunk_all_logits(cu_backend *b, int T, float *dst) {
     for (int t = 0; t < T; t++) {
         gemv_args f = gemv_make(PRO_RMSNORM, b->X + (size_t)t * hp.n_embd, hp.n_embd, b->out_norm, hp.rms_eps);
         gemv_add(f, b->lm_head, b->logits, EPI_STORE);
-        launch_gemv(b, f, "p.lm_head_gemv", &b->q1);
+        launch_gemv(b, f, "p.lm_head_gemv", &b->q1, b->lean_head);
         CU_TRY(cudaMemcpyAsync(dst + (size_t)t * hp.n_vocab, b->logits, (size_t)hp.n_vocab * 4, cudaMemcpyDeviceToHost, b->st));
     }
     return LL_OK;
@@ -1408,7 +1436,7 @@ static ll_status cu_forward(ll_backend *be, ll_seq *sq, const int32_t *tokens, i
         CU_TRY(cudaGraphLaunch(s->graph, b->st));
         if (mode != LL_LOGITS_NONE) CU_TRY(cudaMemcpyAsync(logits, b->logits, (size_t)V * 4, cudaMemcpyDeviceToHost, b->st));
         CU_TRY(cudaStreamSynchronize(b->st));
-        if (b->ln_tr && ++b->ln_steps == b->ln_print_at) ln_trace_print(b);
+        if (b->ln_tr && ++b->ln_steps == b->ln_print_at) ln_trace_print(b, s->pos);
         LL_TRY(pk_check(b));
         s->pos += 1;
         return LL_OK;
@@ -1538,9 +1566,11 @@ static ll_status cu_init(cu_backend *b) {
     b->cc_major = prop.major;
     if (b->cc_major < 9) b->lean = 0; /* bulk copies, mbarriers */
     if (b->lean) CU_TRY(lean_init());
-    if (b->lean && getenv("LILAC_CUDA_LN_TRACE") && atoi(getenv("LILAC_CUDA_LN_TRACE"))) {
-        LL_TRY(dev_alloc(b, (void **)&b->ln_tr, (size_t)LN_TR_MAX * 3 * 8));
-        CU_TRY(cudaMemset(b->ln_tr, 0, (size_t)LN_TR_MAX * 3 * 8));
+    if (b->lean && getenv("LILAC_CUDA_LN_TRACE") && atoi(getenv("LILAC_CUDA_LN_TRACE")) && !lean_trace_built())
+        fprintf(stderr, "lilac: LILAC_CUDA_LN_TRACE needs a build with NVFLAGS_EXTRA=-DLILAC_LN_TRACE; no trace\n");
+    else if (b->lean && getenv("LILAC_CUDA_LN_TRACE") && atoi(getenv("LILAC_CUDA_LN_TRACE"))) {
+        LL_TRY(dev_alloc(b, (void **)&b->ln_tr, (size_t)LN_TR_MAX * LN_TRS_HOST * 8));
+        CU_TRY(cudaMemset(b->ln_tr, 0, (size_t)LN_TR_MAX * LN_TRS_HOST * 8));
         b->ln_print_at = atoi(getenv("LILAC_CUDA_LN_TRACE")) > 1 ? atoi(getenv("LILAC_CUDA_LN_TRACE")) : 40;
     }
     snprintf(b->devname, sizeof(b->devname), "%s", prop.name);
@@ -1689,6 +1719,8 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     b->tma = getenv("LILAC_CUDA_TMA") && atoi(getenv("LILAC_CUDA_TMA"));
     b->tma_self = getenv("LILAC_CUDA_TMA_SELF") && atoi(getenv("LILAC_CUDA_TMA_SELF"));
     b->lean = !(getenv("LILAC_CUDA_LEAN") && !atoi(getenv("LILAC_CUDA_LEAN"))); /* and sm_90+ (cu_init) */
+    /* the lm head stays on k_gemv_q: 172 vs 209 µs through k_lgemv (bench/results/2026-11-30-h200-s5) */
+    b->lean_head = getenv("LILAC_CUDA_LEAN_HEAD") && atoi(getenv("LILAC_CUDA_LEAN_HEAD"));
     b->moe_tma = !(getenv("LILAC_CUDA_MOE_TMA") && !atoi(getenv("LILAC_CUDA_MOE_TMA")));
     b->moe_tr = getenv("LILAC_CUDA_MOE_TR") ? atoi(getenv("LILAC_CUDA_MOE_TR")) : 8;
     b->fuse_hq = !(getenv("LILAC_CUDA_HQ") && !atoi(getenv("LILAC_CUDA_HQ")));
@@ -1748,6 +1780,7 @@ extern "C" ll_status cuda_backend_generate(ll_backend *be, ll_seq *sq, int32_t f
     if (out_tokens && n) CU_TRY(cudaMemcpyAsync(out_tokens, b->d_gen, (size_t)n * 4, cudaMemcpyDeviceToHost, b->st));
     CU_TRY(cudaStreamSynchronize(b->st));
     LL_TRY(pk_check(b));
+    if (b->ln_tr && n >= 8) ln_trace_print(b, s->pos + n - 1);
     s->pos += n;
     return LL_OK;
 }

@@ -92,6 +92,7 @@ __device__ __forceinline__ void attn_prep_block(const attn_prep_args &a, int hb,
 
 __global__ void k_attn_prep(const attn_prep_args a) {
     pdl_trigger();
+    pdl_wait(); /* decode launches it with PDL (a no-op otherwise) */
     attn_prep_block(a, blockIdx.x, blockIdx.y);
 }
 
@@ -240,6 +241,7 @@ __global__ void __launch_bounds__(ATT_COMB_THREADS) k_attn_combine(const attn_de
     __shared__ float ws[ATT_COMB_MAXS];
     __shared__ float part[ATT_COMB_THREADS];
     pdl_trigger();
+    pdl_wait();
     attn_combine_part(a, blockIdx.x, 0, a.HD, ws, part);
 }
 

@@ -175,6 +175,7 @@ template <int DPL>
 __global__ void __launch_bounds__(FD_WARPS * 32) k_attn_decode_fd(const attn_dec_args a) {
     extern __shared__ __align__(16) float fsm[];
     pdl_trigger();
+    pdl_wait();
     attn_fd_block<DPL, true>(a, blockIdx.x, blockIdx.y, gridDim.y, fsm);
 }
 

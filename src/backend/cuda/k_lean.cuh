@@ -34,22 +34,38 @@
 
 #define LN_THREADS 512          /* chunks per tile: one per thread */
 #define LN_DOWN_THREADS 576     /* MoE down: 8 output rows x 9 slots x 8 chunks */
-#define LN_MAX_ST 8
+#define LN_MAX_ST 12
 #define LN_STAGE 18432          /* one Q4_K tile of 512 chunks (36 bytes each) */
 #define LN_SMEM_MAX (110 * 1024) /* dynamic shared memory per block: two kernels' blocks share an SM */
+#define LN_SMEM_HEAD (200 * 1024) /* the lm head (argmax): the last big kernel of a step, a deeper ring */
 
-/* ---- optional in-graph trace (LILAC_CUDA_LN_TRACE=1): tr[0] = block 0's entry, tr[1] = the last
- * block past the wait, tr[2] = the last block done (globaltimer ns; max over blocks, no reset needed) */
+/* ---- optional in-graph trace (a build with -DLILAC_LN_TRACE, then LILAC_CUDA_LN_TRACE=1). A record of LN_TRS u64 per launch: [0]
+ * block 0's entry, [1] the last block past the wait, [2] the last block done, [3] the last block past
+ * its prologue (MoE gate/up: past the top-k), [4] the last block with its first tile in shared memory
+ * (globaltimer ns; maxima over blocks, no reset needed), [5] the grid size, then from byte 64 the SM
+ * of each of the first 256 blocks (how blocks of one kernel share SMs). */
+#define LN_TRS 40
 __device__ __forceinline__ unsigned long long ln_now() {
     unsigned long long t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     return t;
 }
+#ifdef LILAC_LN_TRACE
 __device__ __forceinline__ void ln_trace(unsigned long long *tr, int k) {
     if (!tr || threadIdx.x != 0) return;
-    if (k == 0) { if (blockIdx.x == 0) tr[0] = ln_now(); }
-    else atomicMax(tr + k, ln_now());
+    if (k == 0) {
+        unsigned smid;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+        if (blockIdx.x < 256) ((unsigned char *)(tr + 8))[blockIdx.x] = (unsigned char)smid;
+        if (blockIdx.x == 0) { tr[0] = ln_now(); tr[5] = gridDim.x; }
+    } else {
+        atomicMax(tr + k, ln_now());
+    }
 }
+#else
+/* compiled out by default: the stamps cost the kernels registers (spills) even when tr == NULL */
+__device__ __forceinline__ void ln_trace(unsigned long long *, int) {}
+#endif
 
 /* ---- top-k with warp reductions (redux.sync): the same result as topk_warp (ties: lower index) */
 
@@ -281,7 +297,7 @@ struct lgemv_args {
     int t0[GEMV_MAX_SEG + 1];       /* first tile of each segment; t0[nseg] = all tiles */
     int stage;                      /* bytes per ring stage */
     int nst;                        /* stages */
-    unsigned long long *trace;      /* optional trace slots [3] */
+    unsigned long long *trace;      /* optional trace record (LILAC_LN_TRACE builds) */
 };
 
 /* grid <= tiles, block LN_THREADS, dynamic smem nst * stage + qact_smem_bytes(K). Segments are
@@ -322,6 +338,7 @@ __global__ void __launch_bounds__(LN_THREADS, 2) k_lgemv(const __grid_constant__
     ln_trace(L.trace, 1);
     qact Q;
     gemv_prologue(a, sm + (size_t)NST * L.stage, red, &Q);
+    ln_trace(L.trace, 3);
     int C = a.K >> 6, K = a.K;
     int rr = tid / C, c = tid % C;  /* this thread's row in a tile and chunk in the row */
     ln_act A;
@@ -332,6 +349,7 @@ __global__ void __launch_bounds__(LN_THREADS, 2) k_lgemv(const __grid_constant__
         locate(i, &s, &r0, &n);
         const gmat &W = a.seg[s].W;
         mbar_wait(&bar[i % NST], (uint32_t)((i / NST) & 1));
+        if (i == 0) ln_trace(L.trace, 4);
         const unsigned char *base = sm + (size_t)(i % NST) * L.stage;
         float v = 0.0f;
         if (rr < n) {
@@ -432,6 +450,7 @@ __global__ void __launch_bounds__(LN_THREADS, 2) k_lmoe_gu(const __grid_constant
     ln_trace(L.tr, 1);
     if (warp == 0) ln_topk(a.logits, a.E, a.k, ids, wts);
     __syncthreads();
+    ln_trace(L.tr, 3);
     if (blockIdx.x == 0 && tid < a.k) {
         if (a.ids_out) a.ids_out[tid] = ids[tid];
         if (a.w_out) a.w_out[tid] = wts[tid];
@@ -445,6 +464,7 @@ __global__ void __launch_bounds__(LN_THREADS, 2) k_lmoe_gu(const __grid_constant
         const gmat *g, *u; long r0; int hrow;
         locate(i, &g, &u, &r0, &hrow);
         mbar_wait(&bar[i % NST], (uint32_t)((i / NST) & 1));
+        if (i == 0) ln_trace(L.tr, 4);
         const unsigned char *base = sm + (size_t)(i % NST) * LN_STAGE;
         /* rows 0..TH-1: gate, TH..2TH-1: up (same h rows) */
         float v = ln_dot_tile(GT_Q4_K, base + (rr < TH ? 0 : mat), TH, a.H, rr % TH, c, A, NULL);
@@ -523,6 +543,7 @@ __global__ void __launch_bounds__(LN_DOWN_THREADS, 2) k_lmoe_down(const __grid_c
     pa.pro = PRO_PLAIN; pa.x = a.h; pa.K = kf; pa.eps = a.eps;
     qact Q;
     gemv_prologue(pa, sm + (size_t)NST * L.stage, red, &Q);
+    ln_trace(L.tr, 3);
     int j = tid / C, c = tid % C, s = j / R, rr = j % R; /* slot-major: j = s * R + rr */
     bool on = s < nslot;
     ln_act A;
@@ -531,6 +552,7 @@ __global__ void __launch_bounds__(LN_DOWN_THREADS, 2) k_lmoe_down(const __grid_c
     for (int i = 0; i < mine; i++) {
         long r0 = (long)(blockIdx.x + i * G) * R;
         mbar_wait(&bar[i % NST], (uint32_t)((i / NST) & 1));
+        if (i == 0) ln_trace(L.tr, 4);
         const unsigned char *base = sm + (size_t)(i % NST) * L.stage;
         float v = on ? ln_dot_tile(WT, base + s * mat, R, a.FF, rr, c, A, NULL) : 0.0f;
         for (int o = (C < 32 ? C : 32) >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

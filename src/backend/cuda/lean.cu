@@ -35,9 +35,17 @@ static void ln_launch(void (*kern)(KArgs...), int grid, int threads, size_t smem
     cudaLaunchKernelEx(&cfg, kern, args...);
 }
 
+int lean_trace_built(void) {
+#ifdef LILAC_LN_TRACE
+    return 1;
+#else
+    return 0;
+#endif
+}
+
 cudaError_t lean_init(void) {
     cudaError_t e = cudaFuncSetAttribute(k_lgemv<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, LN_SMEM_MAX);
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lgemv<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, LN_SMEM_MAX);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lgemv<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, LN_SMEM_HEAD);
     if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lmoe_gu, cudaFuncAttributeMaxDynamicSharedMemorySize, LN_SMEM_MAX);
     if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lmoe_down<GT_Q4_K>, cudaFuncAttributeMaxDynamicSharedMemorySize, LN_SMEM_MAX);
     if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lmoe_down<GT_Q6_K>, cudaFuncAttributeMaxDynamicSharedMemorySize, LN_SMEM_MAX);
@@ -79,10 +87,10 @@ int lean_gemv(const void *args, int nsm, int pdl, cudaStream_t st, unsigned long
     }
     L.t0[a.nseg] = T;
     int G = ln_min(T, nsm), mine = (T + G - 1) / G;
-    size_t qb = qact_smem_bytes(K);
-    if (qb + LN_STAGE > LN_SMEM_MAX) return 0;
+    size_t qb = qact_smem_bytes(K), cap = a.argmax ? LN_SMEM_HEAD : LN_SMEM_MAX;
+    if (qb + LN_STAGE > cap) return 0;
     L.stage = LN_STAGE;
-    L.nst = ln_min(ln_min(LN_MAX_ST, mine), (int)((LN_SMEM_MAX - qb) / LN_STAGE));
+    L.nst = ln_min(ln_min(LN_MAX_ST, mine), (int)((cap - qb) / LN_STAGE));
     ln_launch(a.argmax ? k_lgemv<true> : k_lgemv<false>, G, LN_THREADS, (size_t)L.nst * L.stage + qb, pdl, st, L);
     return 1;
 }

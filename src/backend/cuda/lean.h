@@ -2,8 +2,8 @@
  * lean.h — launchers of the lean decode kernels (lean.cu, k_lean.cuh). Each takes the caller's
  * gemv_args / moe_args (the layout of k_gemv.cuh) and returns 1 when it launched the kernel on st,
  * 0 when the shapes or weight types are outside what the kernel handles (the caller then uses the
- * older kernels). Launches use programmatic dependent launch when pdl != 0. tr: NULL, or three
- * device u64 slots the kernel stamps (block 0's entry, last block past the wait, last block done).
+ * older kernels). Launches use programmatic dependent launch when pdl != 0. tr: NULL, or a trace
+ * record of LN_TRS (40) device u64 (k_lean.cuh; stamped only in -DLILAC_LN_TRACE builds).
  */
 #ifndef LILAC_LEAN_H
 #define LILAC_LEAN_H
@@ -12,6 +12,8 @@
 
 /* Allows the kernels their dynamic shared memory; once per device. */
 cudaError_t lean_init(void);
+/* 1 when lean.cu was built with -DLILAC_LN_TRACE (the kernels stamp trace records). */
+int lean_trace_built(void);
 /* y_s (+)= W_s x̂ (gemv_args without argmax): k_lgemv. */
 int lean_gemv(const void *gemv_args, int nsm, int pdl, cudaStream_t st, unsigned long long *tr);
 /* MoE gate/up + SwiGLU and down + combine (moe_args): k_lmoe_gu then k_lmoe_down. which: 1 gate/up
