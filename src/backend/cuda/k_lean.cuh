@@ -32,11 +32,19 @@
 
 #include "k_gemvq.cuh"
 
-#define LN_THREADS 512          /* chunks per tile: one per thread */
+/* Block geometry. LN_THREADS chunks per tile (one per thread) and LN_BPS = 512 / LN_THREADS blocks
+ * of one kernel per SM; with the defaults one 512-thread block (an experiment may build 256, two
+ * half-size blocks per SM: -DLN_THREADS=256 -DLN_DOWN_THREADS=288). */
+#ifndef LN_THREADS
+#define LN_THREADS 512
+#endif
+#ifndef LN_DOWN_THREADS
 #define LN_DOWN_THREADS 576     /* MoE down: 8 output rows x 9 slots x 8 chunks */
+#endif
+#define LN_BPS (512 / LN_THREADS)
 #define LN_MAX_ST 12
-#define LN_STAGE 18432          /* one Q4_K tile of 512 chunks (36 bytes each) */
-#define LN_SMEM_MAX (110 * 1024) /* dynamic shared memory per block: two kernels' blocks share an SM */
+#define LN_STAGE (36 * LN_THREADS) /* one Q4_K tile of LN_THREADS chunks (36 bytes each) */
+#define LN_SMEM_MAX (110 * 1024 / LN_BPS) /* dynamic shared memory per block: two kernels' blocks share an SM */
 #define LN_SMEM_HEAD (200 * 1024) /* the lm head (argmax): the last big kernel of a step, a deeper ring */
 
 /* ---- optional in-graph trace (a build with -DLILAC_LN_TRACE, then LILAC_CUDA_LN_TRACE=1). A record of LN_TRS u64 per launch: [0]
@@ -304,7 +312,7 @@ struct lgemv_args {
  * Q4_K, Q6_K or BF16, K % 256 == 0, K / 64 a power of two in [1, 512] (checked by the host).
  * AM (a.argmax != NULL): the packed (logit, row) maximum over segment 0 is merged into *a.argmax. */
 template <bool AM>
-__global__ void __launch_bounds__(LN_THREADS, 2) k_lgemv(const __grid_constant__ lgemv_args L) {
+__global__ void __launch_bounds__(LN_THREADS, 2 * LN_BPS) k_lgemv(const __grid_constant__ lgemv_args L) {
     extern __shared__ __align__(16) unsigned char sm[];
     __shared__ __align__(8) uint64_t bar[LN_MAX_ST];
     __shared__ float red[32];
@@ -388,7 +396,7 @@ __global__ void __launch_bounds__(LN_THREADS, 2) k_lgemv(const __grid_constant__
     ln_trace(L.trace, 2);
 }
 
-/* ---- MoE gate/up + SwiGLU. Tiles: TH rows of h (TH = 256 / C), i.e. TH gate rows then the same
+/* ---- MoE gate/up + SwiGLU. Tiles: TH rows of h (TH = LN_THREADS / 2 / C), i.e. TH gate rows then the same
  * TH up rows of one slot; the shared expert's tiles come first (their weights are known before the
  * wait), then the routed slots'. The ffn-norm prologue reads x (two kernels back) before the wait;
  * after it warp 0 computes the top-k from the router logits (the kernel just before).
@@ -400,7 +408,7 @@ struct lmoe_args {
     unsigned long long *tr;
 };
 
-__global__ void __launch_bounds__(LN_THREADS, 2) k_lmoe_gu(const __grid_constant__ lmoe_args L) {
+__global__ void __launch_bounds__(LN_THREADS, 2 * LN_BPS) k_lmoe_gu(const __grid_constant__ lmoe_args L) {
     extern __shared__ __align__(16) unsigned char sm[];
     __shared__ __align__(8) uint64_t bar[LN_MAX_ST];
     __shared__ float red[32];
@@ -410,7 +418,7 @@ __global__ void __launch_bounds__(LN_THREADS, 2) k_lmoe_gu(const __grid_constant
     const moe_args &a = L.m;
     ln_trace(L.tr, 0);
     int tid = threadIdx.x, warp = tid >> 5, NST = L.nst;
-    int C = a.H >> 6, TH = 256 / C, nb = a.H >> 8;
+    int C = a.H >> 6, TH = (LN_THREADS / 2) / C, nb = a.H >> 8;
     int nsh = a.FS / TH, T = nsh + a.k * (a.FF / TH), G = gridDim.x;
     int mine = T > (int)blockIdx.x ? (T - 1 - (int)blockIdx.x) / G + 1 : 0;
     size_t mat = (size_t)TH * nb * 144; /* gate rows, then up rows */
@@ -499,7 +507,7 @@ struct lmoe_down_args {
 };
 
 template <int WT>
-__global__ void __launch_bounds__(LN_DOWN_THREADS, 2) k_lmoe_down(const __grid_constant__ lmoe_down_args L) {
+__global__ void __launch_bounds__(LN_DOWN_THREADS, 1152 / LN_DOWN_THREADS) k_lmoe_down(const __grid_constant__ lmoe_down_args L) {
     extern __shared__ __align__(16) unsigned char sm[];
     __shared__ __align__(8) uint64_t bar[LN_MAX_ST];
     __shared__ float red[32];

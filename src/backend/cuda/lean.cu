@@ -3,7 +3,7 @@
  * of their own (the kernel headers are included in a namespace so that this object and
  * cuda_backend.cu do not both define the shared kernels; see persist.cu).
  *
- * Geometry: one block per SM at most (grid = min(tiles, SMs)), each block at most LN_SMEM_MAX bytes
+ * Geometry: LN_BPS blocks per SM at most (grid = min(tiles, SMs x LN_BPS)), each at most LN_SMEM_MAX bytes
  * of dynamic shared memory and <= 64 registers per thread, so that two consecutive kernels' blocks
  * are resident on an SM together (the point of the design, k_lean.cuh).
  */
@@ -86,7 +86,7 @@ int lean_gemv(const void *args, int nsm, int pdl, cudaStream_t st, unsigned long
         T += (W.rows + tr - 1) / tr;
     }
     L.t0[a.nseg] = T;
-    int G = ln_min(T, nsm), mine = (T + G - 1) / G;
+    int G = ln_min(T, nsm * LN_BPS), mine = (T + G - 1) / G;
     size_t qb = qact_smem_bytes(K), cap = a.argmax ? LN_SMEM_HEAD : LN_SMEM_MAX;
     if (qb + LN_STAGE > cap) return 0;
     L.stage = LN_STAGE;
@@ -101,7 +101,7 @@ int lean_moe(const void *args, int nsm, int pdl, cudaStream_t st, int which, uns
     /* gate/up: Q4_K, 8 <= H/64 <= 32 (a tile is 256/C h rows of gate and of up) */
     if (H % 256 || C < 8 || C > 32 || m.E > 256 || m.E < m.k || m.k < 1 || m.k > QK_MAX_TOPK) return 0;
     if (m.gate.type != GT_Q4_K || m.up.type != GT_Q4_K || m.gate.cols != H || m.up.cols != H) return 0;
-    int TH = 256 / C;
+    int TH = (LN_THREADS / 2) / C;
     if (m.FF % TH) return 0;
     if (m.FS && (m.sgate.type != GT_Q4_K || m.sup.type != GT_Q4_K || m.FS != m.FF || m.sdown.type != WT)) return 0;
     /* down: Q4_K / Q6_K rows of FF columns, 8 <= FF/64 <= 32 */
@@ -120,7 +120,7 @@ int lean_moe(const void *args, int nsm, int pdl, cudaStream_t st, int which, uns
         lmoe_args L = {};
         L.m = m;
         L.tr = tr;
-        int T = m.FS / TH + m.k * (m.FF / TH), G = ln_min(T, nsm), mine = (T + G - 1) / G;
+        int T = m.FS / TH + m.k * (m.FF / TH), G = ln_min(T, nsm * LN_BPS), mine = (T + G - 1) / G;
         L.nst = ln_min(ln_min(LN_MAX_ST, mine), (int)((LN_SMEM_MAX - qx) / LN_STAGE));
         ln_launch(k_lmoe_gu, G, LN_THREADS, (size_t)L.nst * LN_STAGE + qx, pdl, st, L);
     }
@@ -130,7 +130,7 @@ int lean_moe(const void *args, int nsm, int pdl, cudaStream_t st, int which, uns
         D.tr = tr;
         D.R = R;
         D.stage = (int)dstage;
-        int T = H / R, G = ln_min(T, nsm), mine = (T + G - 1) / G;
+        int T = H / R, G = ln_min(T, nsm * LN_BPS), mine = (T + G - 1) / G;
         D.nst = ln_min(ln_min(LN_MAX_ST, mine), (int)((LN_SMEM_MAX - qh) / dstage));
         ln_launch(WT == GT_Q4_K ? k_lmoe_down<GT_Q4_K> : k_lmoe_down<GT_Q6_K>, G, LN_DOWN_THREADS, (size_t)D.nst * dstage + qh, pdl, st, D);
     }
