@@ -1565,7 +1565,10 @@ static ll_status cu_init(cu_backend *b) {
     b->nsm = prop.multiProcessorCount;
     b->cc_major = prop.major;
     if (b->cc_major < 9) b->lean = 0; /* bulk copies, mbarriers */
-    if (b->lean) CU_TRY(lean_init());
+    if (b->lean) {
+        size_t cap = getenv("LILAC_CUDA_LN_SMEM") ? (size_t)LL_MAX(0, atoi(getenv("LILAC_CUDA_LN_SMEM"))) * 1024 : 0;
+        CU_TRY(lean_init(cap, getenv("LILAC_CUDA_LN_CARVE") && atoi(getenv("LILAC_CUDA_LN_CARVE"))));
+    }
     if (b->lean && getenv("LILAC_CUDA_LN_TRACE") && atoi(getenv("LILAC_CUDA_LN_TRACE")) && !lean_trace_built())
         fprintf(stderr, "lilac: LILAC_CUDA_LN_TRACE needs a build with NVFLAGS_EXTRA=-DLILAC_LN_TRACE; no trace\n");
     else if (b->lean && getenv("LILAC_CUDA_LN_TRACE") && atoi(getenv("LILAC_CUDA_LN_TRACE"))) {

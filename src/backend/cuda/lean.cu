@@ -3,7 +3,7 @@
  * of their own (the kernel headers are included in a namespace so that this object and
  * cuda_backend.cu do not both define the shared kernels; see persist.cu).
  *
- * Geometry: LN_BPS blocks per SM at most (grid = min(tiles, SMs x LN_BPS)), each at most LN_SMEM_MAX bytes
+ * Geometry: LN_BPS blocks per SM at most (grid = min(tiles, SMs x LN_BPS)), each at most ln_cap bytes
  * of dynamic shared memory and <= 64 registers per thread, so that two consecutive kernels' blocks
  * are resident on an SM together (the point of the design, k_lean.cuh).
  */
@@ -43,12 +43,25 @@ int lean_trace_built(void) {
 #endif
 }
 
-cudaError_t lean_init(void) {
-    cudaError_t e = cudaFuncSetAttribute(k_lgemv<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, LN_SMEM_MAX);
+/* Dynamic shared memory per block of the GEMV / MoE kernels (lean_init). */
+static size_t ln_cap = LN_SMEM_MAX;
+#define LN_SMEM_LIMIT (220 * 1024) /* at most (<= 227 KB on sm_90) */
+
+cudaError_t lean_init(size_t smem_cap, int carveout) {
+    ln_cap = smem_cap == 0 ? LN_SMEM_MAX : (smem_cap < 32768 ? 32768 : (smem_cap > LN_SMEM_LIMIT ? LN_SMEM_LIMIT : smem_cap));
+    int lim = (int)ln_cap;
+    cudaError_t e = cudaFuncSetAttribute(k_lgemv<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, lim);
     if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lgemv<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, LN_SMEM_HEAD);
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lmoe_gu, cudaFuncAttributeMaxDynamicSharedMemorySize, LN_SMEM_MAX);
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lmoe_down<GT_Q4_K>, cudaFuncAttributeMaxDynamicSharedMemorySize, LN_SMEM_MAX);
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lmoe_down<GT_Q6_K>, cudaFuncAttributeMaxDynamicSharedMemorySize, LN_SMEM_MAX);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lmoe_gu, cudaFuncAttributeMaxDynamicSharedMemorySize, lim);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lmoe_down<GT_Q4_K>, cudaFuncAttributeMaxDynamicSharedMemorySize, lim);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lmoe_down<GT_Q6_K>, cudaFuncAttributeMaxDynamicSharedMemorySize, lim);
+    if (carveout && e == cudaSuccess) { /* keep every SM at its largest shared-memory split */
+        e = cudaFuncSetAttribute(k_lgemv<false>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+        if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lgemv<true>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+        if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lmoe_gu, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+        if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lmoe_down<GT_Q4_K>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+        if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lmoe_down<GT_Q6_K>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+    }
     return e;
 }
 
@@ -87,7 +100,7 @@ int lean_gemv(const void *args, int nsm, int pdl, cudaStream_t st, unsigned long
     }
     L.t0[a.nseg] = T;
     int G = ln_min(T, nsm * LN_BPS), mine = (T + G - 1) / G;
-    size_t qb = qact_smem_bytes(K), cap = a.argmax ? LN_SMEM_HEAD : LN_SMEM_MAX;
+    size_t qb = qact_smem_bytes(K), cap = a.argmax ? LN_SMEM_HEAD : ln_cap;
     if (qb + LN_STAGE > cap) return 0;
     L.stage = LN_STAGE;
     L.nst = ln_min(ln_min(LN_MAX_ST, mine), (int)((cap - qb) / LN_STAGE));
@@ -114,14 +127,14 @@ int lean_moe(const void *args, int nsm, int pdl, cudaStream_t st, int which, uns
     size_t dstage = (size_t)nslot * R * ln_row_bytes(WT, m.FF);
     int kf = m.k * m.FF + m.FS;
     size_t qh = qact_smem_bytes(kf), qx = qact_smem_bytes(H);
-    if (dstage % 16 || qh + dstage > LN_SMEM_MAX || qx + LN_STAGE > LN_SMEM_MAX) return 0;
+    if (dstage % 16 || qh + dstage > ln_cap || qx + LN_STAGE > ln_cap) return 0;
 
     if (which & 1) {
         lmoe_args L = {};
         L.m = m;
         L.tr = tr;
         int T = m.FS / TH + m.k * (m.FF / TH), G = ln_min(T, nsm * LN_BPS), mine = (T + G - 1) / G;
-        L.nst = ln_min(ln_min(LN_MAX_ST, mine), (int)((LN_SMEM_MAX - qx) / LN_STAGE));
+        L.nst = ln_min(ln_min(LN_MAX_ST, mine), (int)((ln_cap - qx) / LN_STAGE));
         ln_launch(k_lmoe_gu, G, LN_THREADS, (size_t)L.nst * LN_STAGE + qx, pdl, st, L);
     }
     if (which & 2) {
@@ -131,7 +144,7 @@ int lean_moe(const void *args, int nsm, int pdl, cudaStream_t st, int which, uns
         D.R = R;
         D.stage = (int)dstage;
         int T = H / R, G = ln_min(T, nsm * LN_BPS), mine = (T + G - 1) / G;
-        D.nst = ln_min(ln_min(LN_MAX_ST, mine), (int)((LN_SMEM_MAX - qh) / dstage));
+        D.nst = ln_min(ln_min(LN_MAX_ST, mine), (int)((ln_cap - qh) / dstage));
         ln_launch(WT == GT_Q4_K ? k_lmoe_down<GT_Q4_K> : k_lmoe_down<GT_Q6_K>, G, LN_DOWN_THREADS, (size_t)D.nst * dstage + qh, pdl, st, D);
     }
     return 1;

@@ -9,9 +9,17 @@
 #define LILAC_LEAN_H
 
 #include <cuda_runtime.h>
+#include <stddef.h>
 
-/* Allows the kernels their dynamic shared memory; once per device. */
-cudaError_t lean_init(void);
+/* Allows the kernels their dynamic shared memory; once per device. smem_cap: bytes of dynamic
+ * shared memory per block of the GEMV / MoE kernels (0: the measured default, 110 KB, so that two
+ * consecutive kernels' blocks share an SM; clamped to [32, 220] KB). More lets a block keep its whole
+ * share of a large matrix in flight and keeps two blocks of one kernel off one SM (above ~114 KB),
+ * at the price of consecutive kernels that no longer fit one SM together. carveout: prefer the
+ * largest shared-memory split for these kernels (ncu showed launches at 135 KB and 233 KB splits;
+ * an SM changes its split only when idle). Both are LILAC_CUDA_LN_SMEM=<KB> / LILAC_CUDA_LN_CARVE=1
+ * switches, not yet measured (docs/notes.md). */
+cudaError_t lean_init(size_t smem_cap, int carveout);
 /* 1 when lean.cu was built with -DLILAC_LN_TRACE (the kernels stamp trace records). */
 int lean_trace_built(void);
 /* y_s (+)= W_s x̂ (gemv_args without argmax): k_lgemv. */
