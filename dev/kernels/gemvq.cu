@@ -50,26 +50,13 @@ static void tma_launch(const gemv_args &a, const qbuf &q0, int type, int tile_kb
 }
 
 static void run_case(const char *name, int type, int rows, int cols) {
-    host_qmat hm = lab_make_qmat(type, rows, cols, rows * 31 + cols);
-    std::vector<float> x(cols), g(cols), yref(rows), row(cols), y(rows);
-    for (auto &v : x) v = lab_uniform(-1, 1);
-    for (auto &v : g) v = lab_uniform(0.5f, 1.5f);
-    double ss = 0; for (float t : x) ss += (double)t * t;
-    float rs = (float)(1.0 / sqrt(ss / cols + 1e-6));
-    for (int r = 0; r < rows; r++) {
-        lab_dequant_row(hm, r, row.data());
-        double acc = 0;
-        for (int k = 0; k < cols; k++) acc += (double)row[k] * x[k] * g[k] * rs;
-        yref[r] = (float)acc;
-    }
-    double mb = lab_gmat_bytes({type, rows, cols});
-    int copies = (int)std::max(2.0, std::ceil(600e6 / mb));
-    std::vector<gmat> W(copies);
-    for (int c = 0; c < copies; c++) W[c] = lab_upload(hm);
-    float *dx, *dy, *dg;
-    CK(cudaMalloc(&dx, cols * 4)); CK(cudaMalloc(&dy, rows * 4)); CK(cudaMalloc(&dg, cols * 4));
-    CK(cudaMemcpy(dx, x.data(), cols * 4, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(dg, g.data(), cols * 4, cudaMemcpyHostToDevice));
+    lab_gemv_case cs = lab_gemv_case_make(type, rows, cols);
+    std::vector<float> y(rows);
+    const std::vector<float> &yref = cs.yref;
+    const std::vector<gmat> &W = cs.W;
+    int copies = (int)W.size();
+    double mb = cs.mb;
+    float *dx = cs.dx, *dy = cs.dy, *dg = cs.dg;
     qbuf q = qbuf_alloc(cols);
     CK(cudaFuncSetAttribute(k_gemv, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024));
     CK(cudaFuncSetAttribute(k_gemv_tma<GT_Q4_K>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
@@ -128,8 +115,7 @@ static void run_case(const char *name, int type, int rows, int cols) {
         printf("%-22s %-16s %s rel.err %.2e %8.2f us %6.0f GB/s\n", name, vn[v], re < 2e-2 ? "OK  " : "FAIL", re, us, mb / (us * 1e-6) / 1e9);
         fflush(stdout);
     }
-    for (auto &w : W) { cudaFree((void *)w.q); cudaFree((void *)w.sc); if (w.qh) cudaFree((void *)w.qh); if (w.d) cudaFree((void *)w.d); }
-    cudaFree(dx); cudaFree(dy); cudaFree(dg);
+    lab_gemv_case_free(cs);
     cudaFree(q.xf); cudaFree(q.xq); cudaFree(q.dx); cudaFree(q.s16);
 }
 

@@ -78,4 +78,45 @@ static gmat lab_upload(const host_qmat &m) {
 
 static double lab_gmat_bytes(const gmat &g) { return (double)g.rows * g.cols / 256 * (g.type == GT_Q4_K ? 144 : 210); }
 
+/* A decode-GEMV lab case: a random rows x cols matrix of `type`, x and the RMSNorm gain g, the fp64
+ * reference yref = W (RMSNorm(x) * g), and on the device ~600 MB of copies of W (rotated past the
+ * L2 by the timing loops), x, g and y. */
+struct lab_gemv_case {
+    std::vector<float> x, g, yref;
+    std::vector<gmat> W;
+    float *dx, *dg, *dy;
+    double mb;                     /* bytes of one copy of W */
+};
+
+static lab_gemv_case lab_gemv_case_make(int type, int rows, int cols) {
+    lab_gemv_case c;
+    host_qmat hm = lab_make_qmat(type, rows, cols, rows * 31 + cols);
+    std::vector<float> row(cols);
+    c.x.resize(cols); c.g.resize(cols); c.yref.resize(rows);
+    for (auto &v : c.x) v = lab_uniform(-1, 1);
+    for (auto &v : c.g) v = lab_uniform(0.5f, 1.5f);
+    double ss = 0;
+    for (float t : c.x) ss += (double)t * t;
+    float rs = (float)(1.0 / sqrt(ss / cols + 1e-6));
+    for (int r = 0; r < rows; r++) {
+        lab_dequant_row(hm, r, row.data());
+        double acc = 0;
+        for (int k = 0; k < cols; k++) acc += (double)row[k] * c.x[k] * c.g[k] * rs;
+        c.yref[r] = (float)acc;
+    }
+    c.mb = lab_gmat_bytes({type, rows, cols});
+    int copies = (int)std::max(2.0, std::ceil(600e6 / c.mb));
+    c.W.resize(copies);
+    for (int i = 0; i < copies; i++) c.W[i] = lab_upload(hm);
+    CK(cudaMalloc(&c.dx, cols * 4)); CK(cudaMalloc(&c.dy, rows * 4)); CK(cudaMalloc(&c.dg, cols * 4));
+    CK(cudaMemcpy(c.dx, c.x.data(), cols * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(c.dg, c.g.data(), cols * 4, cudaMemcpyHostToDevice));
+    return c;
+}
+
+static void lab_gemv_case_free(lab_gemv_case &c) {
+    for (auto &w : c.W) { cudaFree((void *)w.q); cudaFree((void *)w.sc); if (w.qh) cudaFree((void *)w.qh); if (w.d) cudaFree((void *)w.d); }
+    cudaFree(c.dx); cudaFree(c.dy); cudaFree(c.dg);
+}
+
 #endif
