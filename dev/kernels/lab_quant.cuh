@@ -114,6 +114,23 @@ static lab_gemv_case lab_gemv_case_make(int type, int rows, int cols) {
     return c;
 }
 
+/* One variant of a GEMV case: fn(i) launches it on st for weight copy i. Runs fn(0) once on a
+ * poisoned y and checks y against the reference, then times N launches in one graph; one line. */
+template <typename F>
+static void lab_gemv_case_run(const lab_gemv_case &c, cudaStream_t st, const char *name, const char *vname, F fn, int N) {
+    size_t rows = c.yref.size();
+    std::vector<float> y(rows);
+    CK(cudaMemsetAsync(c.dy, 0xff, rows * 4, st));
+    fn(0);
+    CK(cudaStreamSynchronize(st));
+    CK(cudaGetLastError());
+    CK(cudaMemcpy(y.data(), c.dy, rows * 4, cudaMemcpyDeviceToHost));
+    double ma, re = lab_relerr(c.yref.data(), y.data(), rows, &ma);
+    float us = lab_graph_us(st, fn, N);
+    printf("%-26s %-16s %s rel.err %.2e %8.2f us %6.0f GB/s\n", name, vname, re < 2e-2 ? "OK  " : "FAIL", re, us, c.mb / (us * 1e-6) / 1e9);
+    fflush(stdout);
+}
+
 static void lab_gemv_case_free(lab_gemv_case &c) {
     for (auto &w : c.W) { cudaFree((void *)w.q); cudaFree((void *)w.sc); if (w.qh) cudaFree((void *)w.qh); if (w.d) cudaFree((void *)w.d); }
     cudaFree(c.dx); cudaFree(c.dy); cudaFree(c.dg);

@@ -16,17 +16,13 @@ static cudaStream_t g_st;
 
 static void run_case(const char *name, int type, int rows, int cols) {
     lab_gemv_case cs = lab_gemv_case_make(type, rows, cols);
-    std::vector<float> y(rows);
-    const std::vector<float> &yref = cs.yref;
     const std::vector<gmat> &W = cs.W;
     int copies = (int)W.size();
-    double mb = cs.mb;
-    float *dx = cs.dx, *dy = cs.dy, *dg = cs.dg;
     qbuf q;
     CK(cudaMalloc(&q.xf, cols * 4)); CK(cudaMalloc(&q.xq, cols)); CK(cudaMalloc(&q.dx, cols / 32 * 4)); CK(cudaMalloc(&q.s16, cols / 16 * 4));
     gemv_args a = {};
-    a.nseg = 1; a.total_rows = rows; a.seg[0].y = dy; a.seg[0].epi = EPI_STORE;
-    a.pro = PRO_RMSNORM; a.x = dx; a.K = cols; a.g = dg; a.eps = 1e-6f;
+    a.nseg = 1; a.total_rows = rows; a.seg[0].y = cs.dy; a.seg[0].epi = EPI_STORE;
+    a.pro = PRO_RMSNORM; a.x = cs.dx; a.K = cols; a.g = cs.dg; a.eps = 1e-6f;
     int N = 100;
     const int NV = 2;
     const char *vn[NV] = {"v2 pair", "lean"};
@@ -48,15 +44,7 @@ static void run_case(const char *name, int type, int rows, int cols) {
     };
     for (int v = 0; v < NV; v++) {
         if (v == 0 && cols / 32 / gemv_lanes(cols) > 2) continue; /* the NU 2 instantiation only */
-        CK(cudaMemsetAsync(dy, 0xff, rows * 4, g_st));
-        variant(v, 0);
-        CK(cudaStreamSynchronize(g_st));
-        CK(cudaGetLastError());
-        CK(cudaMemcpy(y.data(), dy, rows * 4, cudaMemcpyDeviceToHost));
-        double ma, re = lab_relerr(yref.data(), y.data(), rows, &ma);
-        float us = lab_graph_us(g_st, [&](int i) { variant(v, i); }, N);
-        printf("%-26s %-10s %s rel.err %.2e %8.2f us %6.0f GB/s\n", name, vn[v], re < 2e-2 ? "OK  " : "FAIL", re, us, mb / (us * 1e-6) / 1e9);
-        fflush(stdout);
+        lab_gemv_case_run(cs, g_st, name, vn[v], [&](int i) { variant(v, i); }, N);
     }
     lab_gemv_case_free(cs);
     cudaFree(q.xf); cudaFree(q.xq); cudaFree(q.dx); cudaFree(q.s16);
