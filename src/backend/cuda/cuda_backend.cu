@@ -124,7 +124,7 @@ struct cu_backend {
     int lean;                             /* 1 (default on sm_90+): the lean decode kernels (lean.cu); LILAC_CUDA_LEAN=0 off */
     unsigned long long *ln_tr;            /* LILAC_CUDA_LN_TRACE=1: [LN_TR_MAX][LN_TRS_HOST] trace records of a step */
     const char *ln_names[LN_TR_MAX];
-    int lean_head;                        /* the lm head through k_lgemv too (LILAC_CUDA_LEAN_HEAD=1; default k_gemv_q) */
+    int lean_head;                        /* the lm head through k_lgemv too (default; 27 KB Q6_K stages: 146 vs 172 µs for k_gemv_q, LILAC_CUDA_LEAN_HEAD=0) */
     int ln_n, ln_steps, ln_print_at;      /* trace: records used, graphed steps, LILAC_CUDA_LN_TRACE=N prints after step N */
     int moe_tma, moe_tr;                  /* bulk-copy MoE kernels (LILAC_CUDA_MOE_TMA=0 off), rows per tile */                          /* decode: quantized activations [Kmax] (two, alternating, see decode_step) */
     size_t alloc_bytes, mem_peak;
@@ -574,7 +574,7 @@ static void ln_trace_print(cu_backend *b, int pos) {
     fprintf(stderr, "lean trace at position %d: %d kernels, first entry to last done %.1f us\n", pos, b->ln_n,
             (h[S * (b->ln_n - 1) + 2] - t0) / 1e3);
     const char *names[32];
-    double acc[32][4];
+    double acc[32][6];
     int cnt[32], mx[32], nn = 0;
     for (int i = 1; i < b->ln_n; i++) {
         const unsigned long long *r = h + (size_t)S * i;
@@ -585,17 +585,19 @@ static void ln_trace_print(cu_backend *b, int pos) {
         acc[k][1] += ((double)r[3] - (double)r[1]) / 1e3;
         acc[k][2] += ((double)r[4] - (double)r[3]) / 1e3;
         acc[k][3] += ((double)r[2] - (double)r[4]) / 1e3;
+        acc[k][4] += r[6] ? ((double)r[6] - (double)r[4]) / 1e3 : 0.0;
+        acc[k][5] += r[7] ? ((double)r[7] - (double)r[0]) / 1e3 : 0.0;
         int per[256] = {0}, grid = (int)r[5] < 256 ? (int)r[5] : 256;
         const unsigned char *sm = (const unsigned char *)(r + 8);
         for (int g = 0; g < grid; g++) { int c = ++per[sm[g]]; if (c > mx[k]) mx[k] = c; }
         cnt[k]++;
     }
-    fprintf(stderr, "  %-18s %5s %8s %9s %9s %9s %9s %6s\n", "kernel", "calls", "gap", "prologue", "1st tile", "rest",
-            "total ms", "max/SM");
+    fprintf(stderr, "  %-18s %5s %8s %9s %9s %9s %9s %6s %9s %8s\n", "kernel", "calls", "gap", "prologue", "1st tile", "rest",
+            "total ms", "max/SM", "last land", "entries");
     for (int k = 0; k < nn; k++)
-        fprintf(stderr, "  %-18s %5d %8.2f %9.2f %9.2f %9.2f %9.3f %6d\n", names[k], cnt[k], acc[k][0] / cnt[k],
+        fprintf(stderr, "  %-18s %5d %8.2f %9.2f %9.2f %9.2f %9.3f %6d %9.2f %8.2f\n", names[k], cnt[k], acc[k][0] / cnt[k],
                 acc[k][1] / cnt[k], acc[k][2] / cnt[k], acc[k][3] / cnt[k],
-                (acc[k][0] + acc[k][1] + acc[k][2] + acc[k][3]) / 1e3, mx[k]);
+                (acc[k][0] + acc[k][1] + acc[k][2] + acc[k][3]) / 1e3, mx[k], acc[k][4] / cnt[k], acc[k][5] / cnt[k]);
     for (int i = 0; i < b->ln_n && i < 14; i++) {
         const unsigned long long *r = h + (size_t)S * i;
         fprintf(stderr, "  %-18s entry %8.2f wait %8.2f pro %8.2f tile %8.2f done %8.2f\n", b->ln_names[i], (r[0] - t0) / 1e3,
@@ -1567,7 +1569,8 @@ static ll_status cu_init(cu_backend *b) {
     if (b->cc_major < 9) b->lean = 0; /* bulk copies, mbarriers */
     if (b->lean) {
         size_t cap = getenv("LILAC_CUDA_LN_SMEM") ? (size_t)LL_MAX(0, atoi(getenv("LILAC_CUDA_LN_SMEM"))) * 1024 : 0;
-        CU_TRY(lean_init(cap, getenv("LILAC_CUDA_LN_CARVE") && atoi(getenv("LILAC_CUDA_LN_CARVE"))));
+        CU_TRY(lean_init(cap, getenv("LILAC_CUDA_LN_CARVE") ? atoi(getenv("LILAC_CUDA_LN_CARVE")) : -1,
+                         getenv("LILAC_CUDA_LN_PAD") ? atoi(getenv("LILAC_CUDA_LN_PAD")) : 0));
     }
     if (b->lean && getenv("LILAC_CUDA_LN_TRACE") && atoi(getenv("LILAC_CUDA_LN_TRACE")) && !lean_trace_built())
         fprintf(stderr, "lilac: LILAC_CUDA_LN_TRACE needs a build with NVFLAGS_EXTRA=-DLILAC_LN_TRACE; no trace\n");
@@ -1723,7 +1726,7 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     b->tma_self = getenv("LILAC_CUDA_TMA_SELF") && atoi(getenv("LILAC_CUDA_TMA_SELF"));
     b->lean = !(getenv("LILAC_CUDA_LEAN") && !atoi(getenv("LILAC_CUDA_LEAN"))); /* and sm_90+ (cu_init) */
     /* the lm head stays on k_gemv_q: 172 vs 209 µs through k_lgemv (bench/results/2026-11-30-h200-s5) */
-    b->lean_head = getenv("LILAC_CUDA_LEAN_HEAD") && atoi(getenv("LILAC_CUDA_LEAN_HEAD"));
+    b->lean_head = !(getenv("LILAC_CUDA_LEAN_HEAD") && !atoi(getenv("LILAC_CUDA_LEAN_HEAD")));
     b->moe_tma = !(getenv("LILAC_CUDA_MOE_TMA") && !atoi(getenv("LILAC_CUDA_MOE_TMA")));
     b->moe_tr = getenv("LILAC_CUDA_MOE_TR") ? atoi(getenv("LILAC_CUDA_MOE_TR")) : 8;
     b->fuse_hq = !(getenv("LILAC_CUDA_HQ") && !atoi(getenv("LILAC_CUDA_HQ")));

@@ -52,29 +52,17 @@ __device__ __forceinline__ void gdn_step_warp(const gdn_args &g, int h, int j0, 
 #pragma unroll
     for (int t = 0; t < RPL; t++) s[t] = Sp[(long)t * g.DV];
     float dtb = __ldg(g.dt_bias + h), sa = __ldg(g.ssm_a + h);
-    /* PDL: the state, written by this layer's step one token ago, is loaded while the kernel before
-     * (the in-projection) still runs; its outputs only after the wait */
-    if (PDL) {
-        pdl_wait();
-        pdl_trigger();
-    }
     int qch = kh * DK, kch = QK + kh * DK, vch = 2 * QK + h * g.DV + j;
     int T = DECODE ? 1 : g.T;
-    /* inputs of token t (prefill: prefetched one token ahead, so the loads of t+1 overlap the
-     * recurrence of t) */
-    float nq[KPL], nk[KPL], nv = 0.0f, nb = 0.0f, na = 0.0f;
+    /* DECODE: the conv weights and the ring slots of earlier positions (written by this layer's
+     * step at earlier tokens) are loaded before the wait too; only the projection is the previous
+     * kernel's */
+    int p = pos0, slot = p & 3;
+    float hq[KPL][3], hk[KPL][3], wq[KPL][4], wk[KPL][4], hv[3], wv[4];
     if (DECODE) {
-        /* every load first (no store can alias them), then the conv; ring slots of earlier
-         * positions are read, only slot pos & 3 of owned channels is written */
-        int p = pos0, slot = p & 3;
-        bool own_qk = j0 == 0 && h == (g.tiled ? kh : kh * r);
-        float cq[KPL], ck[KPL], hq[KPL][3], hk[KPL][3], wq[KPL][4], wk[KPL][4], hv[3], wv[4];
-        float cv = g.qkv[vch];
 #pragma unroll
         for (int i = 0; i < KPL; i++) {
             int chq = qch + lane + 32 * i, chk = kch + lane + 32 * i;
-            cq[i] = g.qkv[chq];
-            ck[i] = g.qkv[chk];
             float4 a4 = __ldg((const float4 *)(g.conv_w + chq * 4)), b4 = __ldg((const float4 *)(g.conv_w + chk * 4));
             wq[i][0] = a4.x; wq[i][1] = a4.y; wq[i][2] = a4.z; wq[i][3] = a4.w;
             wk[i][0] = b4.x; wk[i][1] = b4.y; wk[i][2] = b4.z; wk[i][3] = b4.w;
@@ -85,11 +73,29 @@ __device__ __forceinline__ void gdn_step_warp(const gdn_args &g, int h, int j0, 
                 hk[i][jj] = pp >= 0 ? g.ring[(long)(pp & 3) * CD + chk] : 0.0f;
             }
         }
-        {
-            float4 v4 = __ldg((const float4 *)(g.conv_w + vch * 4));
-            wv[0] = v4.x; wv[1] = v4.y; wv[2] = v4.z; wv[3] = v4.w;
+        float4 v4 = __ldg((const float4 *)(g.conv_w + vch * 4));
+        wv[0] = v4.x; wv[1] = v4.y; wv[2] = v4.z; wv[3] = v4.w;
 #pragma unroll
-            for (int jj = 0; jj < 3; jj++) { int pp = p - 3 + jj; hv[jj] = pp >= 0 ? g.ring[(long)(pp & 3) * CD + vch] : 0.0f; }
+        for (int jj = 0; jj < 3; jj++) { int pp = p - 3 + jj; hv[jj] = pp >= 0 ? g.ring[(long)(pp & 3) * CD + vch] : 0.0f; }
+    }
+    /* PDL: the state, written by this layer's step one token ago, is loaded while the kernel before
+     * (the in-projection) still runs; its outputs only after the wait */
+    if (PDL) {
+        pdl_wait();
+        pdl_trigger();
+    }
+    /* inputs of token t (prefill: prefetched one token ahead, so the loads of t+1 overlap the
+     * recurrence of t) */
+    float nq[KPL], nk[KPL], nv = 0.0f, nb = 0.0f, na = 0.0f;
+    if (DECODE) {
+        /* the projection, then the conv; only slot pos & 3 of owned channels is written */
+        bool own_qk = j0 == 0 && h == (g.tiled ? kh : kh * r);
+        float cq[KPL], ck[KPL];
+        float cv = g.qkv[vch];
+#pragma unroll
+        for (int i = 0; i < KPL; i++) {
+            cq[i] = g.qkv[qch + lane + 32 * i];
+            ck[i] = g.qkv[kch + lane + 32 * i];
         }
         nb = g.b[h];
         na = g.a[h];

@@ -32,25 +32,34 @@
 
 #include "k_gemvq.cuh"
 
-/* Block geometry. LN_THREADS chunks per tile (one per thread) and LN_BPS = 512 / LN_THREADS blocks
- * of one kernel per SM; with the defaults one 512-thread block (an experiment may build 256, two
- * half-size blocks per SM: -DLN_THREADS=256 -DLN_DOWN_THREADS=288). */
+/* Block geometry. LN_THREADS chunks per tile (one per thread), at most LN_BPS blocks of one kernel
+ * per SM (grid = SMs x LN_BPS) and LN_MINB blocks per SM in the register budget (<= 64 registers at
+ * 512 threads). The default is one 512-thread block; an experiment may build 256 (two half-size
+ * blocks per SM: -DLN_THREADS=256 -DLN_DOWN_THREADS=288, measured slower) or 1024 (-DLN_THREADS=1024
+ * -DLN_DOWN_THREADS=1152: one whole-SM block). */
 #ifndef LN_THREADS
 #define LN_THREADS 512
 #endif
 #ifndef LN_DOWN_THREADS
 #define LN_DOWN_THREADS 576     /* MoE down: 8 output rows x 9 slots x 8 chunks */
 #endif
-#define LN_BPS (512 / LN_THREADS)
+#define LN_BPS (LN_THREADS >= 512 ? 1 : 512 / LN_THREADS)
+#define LN_MINB (LN_THREADS >= 1024 ? 1 : 1024 / LN_THREADS)
+#define LN_DOWN_MINB (LN_DOWN_THREADS > 576 ? 1 : 1152 / LN_DOWN_THREADS)
 #define LN_MAX_ST 12
 #define LN_STAGE (36 * LN_THREADS) /* one Q4_K tile of LN_THREADS chunks (36 bytes each) */
-#define LN_SMEM_MAX (110 * 1024 / LN_BPS) /* dynamic shared memory per block: two kernels' blocks share an SM */
+/* dynamic shared memory per block (default; LILAC_CUDA_LN_SMEM): more than half of an SM's 228 KB,
+ * so two blocks of one kernel never share an SM (lean.h) */
+#define LN_SMEM_MAX (120 * 1024 / LN_BPS)
+#define LN_STAGE_HEAD (54 * LN_THREADS) /* the lm head's stage: a whole Q6_K tile (16 rows of 2048) */
 #define LN_SMEM_HEAD (200 * 1024) /* the lm head (argmax): the last big kernel of a step, a deeper ring */
 
 /* ---- optional in-graph trace (a build with -DLILAC_LN_TRACE, then LILAC_CUDA_LN_TRACE=1). A record of LN_TRS u64 per launch: [0]
  * block 0's entry, [1] the last block past the wait, [2] the last block done, [3] the last block past
  * its prologue (MoE gate/up: past the top-k), [4] the last block with its first tile in shared memory
- * (globaltimer ns; maxima over blocks, no reset needed), [5] the grid size, then from byte 64 the SM
+ * (globaltimer ns; maxima over blocks, no reset needed), [5] the grid size, [6] the last block with
+ * its last tile in shared memory (how long the tiles after the first took to land), [7] the last block's
+ * entry, then from byte 64 the SM
  * of each of the first 256 blocks (how blocks of one kernel share SMs). */
 #define LN_TRS 40
 __device__ __forceinline__ unsigned long long ln_now() {
@@ -66,6 +75,7 @@ __device__ __forceinline__ void ln_trace(unsigned long long *tr, int k) {
         asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
         if (blockIdx.x < 256) ((unsigned char *)(tr + 8))[blockIdx.x] = (unsigned char)smid;
         if (blockIdx.x == 0) { tr[0] = ln_now(); tr[5] = gridDim.x; }
+        atomicMax(tr + 7, ln_now());
     } else {
         atomicMax(tr + k, ln_now());
     }
@@ -176,6 +186,85 @@ __device__ __forceinline__ void ln_act_q6k(const qact &q, int a0, int c, ln_act 
         s[3] = __dp4a(A.xh[4 + i], 0x01010101, s[3]);
     }
     A.n0 = 32 * s[0]; A.n1 = 32 * s[1]; A.n2 = 32 * s[2]; A.n3 = 32 * s[3];
+}
+
+/* The group scales of a loaded activation slice times r (the RMSNorm factor ln_prologue returns). */
+__device__ __forceinline__ void ln_act_scale(ln_act &A, float r) {
+    A.f0 *= r; A.f1 *= r; A.g0 *= r; A.g1 *= r;
+}
+
+/* ---- the prologue: x̂ = transform(x) (RMSNorm / gated head norm / plain, a.pro) quantized to q8 in
+ * shared memory (qact layout of k_gemv.cuh, plus x̂ in fp32 for BF16 rows) with ONE __syncthreads.
+ * Warp w takes the 128-element pieces w, w + nw, ... (LN_PRO_PPW of them loaded at once), a lane 4
+ * consecutive elements (one float4), so a 32-element group is 8 lanes and its scale a 3-step
+ * shuffle; a head of 128 is one warp. RMSNorm's 1/rms is NOT applied to the stored values: the q8
+ * integers of x*g and of x*g/rms are the same, so the block-wide sum of squares needs no barrier of
+ * its own; the caller scales its group scales (ln_act_scale) and BF16 dots by the returned factor.
+ * The older gemv_prologue took four barriers, a scale pass and a quantization loop of 4-9 groups
+ * per warp. K % 128 == 0; heads of 32, 64 or 128; RMSNorm with <= 1024 threads. */
+#define LN_PRO_PPW 2
+__device__ __forceinline__ float ln_prologue(const gemv_args &a, unsigned char *sm, float *red, qact *Q) {
+    float *xf, *dx, *s16;
+    int8_t *xq;
+    qact_carve(sm, a.K, &xf, &xq, &dx, &s16);
+    int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5, K = a.K, np = K >> 7;
+    float ss = 0.0f;
+    for (int p0 = w; p0 < np; p0 += LN_PRO_PPW * nw) {
+        float4 xv[LN_PRO_PPW], gv[LN_PRO_PPW], zv[LN_PRO_PPW];
+#pragma unroll
+        for (int i = 0; i < LN_PRO_PPW; i++) { /* every load of the batch first: L2 round trips overlap */
+            int p = p0 + i * nw, e = 128 * p + 4 * l;
+            if (p < np) {
+                xv[i] = *(const float4 *)(a.x + e);
+                if (a.pro == PRO_RMSNORM) gv[i] = *(const float4 *)(a.g + e);
+                if (a.pro == PRO_HEADNORM_GATED) {
+                    gv[i] = *(const float4 *)(a.g + (e & (a.hd - 1)));
+                    zv[i] = *(const float4 *)(a.z + e);
+                }
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < LN_PRO_PPW; i++) {
+            int p = p0 + i * nw, e = 128 * p + 4 * l;
+            if (p >= np) break; /* uniform in the warp */
+            float4 v = xv[i];
+            if (a.pro == PRO_RMSNORM) {
+                ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+                v.x *= gv[i].x; v.y *= gv[i].y; v.z *= gv[i].z; v.w *= gv[i].w;
+            } else if (a.pro == PRO_HEADNORM_GATED) {
+                float h = v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+                for (int o = 1; o < (a.hd >> 2); o <<= 1) h += __shfl_xor_sync(0xffffffffu, h, o);
+                float r = rsqrtf(h / (float)a.hd + a.eps);
+                v.x = v.x * r * gv[i].x * silu_f(zv[i].x);
+                v.y = v.y * r * gv[i].y * silu_f(zv[i].y);
+                v.z = v.z * r * gv[i].z * silu_f(zv[i].z);
+                v.w = v.w * r * gv[i].w * silu_f(zv[i].w);
+            }
+            *(float4 *)(xf + e) = v;
+            float am = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+            am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, 1));
+            am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, 2));
+            am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, 4));
+            float d = am * (1.0f / 127.0f), id = am > 0.0f ? 127.0f / am : 0.0f;
+            int q0 = __float2int_rn(v.x * id), q1 = __float2int_rn(v.y * id);
+            int q2 = __float2int_rn(v.z * id), q3 = __float2int_rn(v.w * id);
+            *(int *)(xq + e) = (q0 & 0xff) | ((q1 & 0xff) << 8) | ((q2 & 0xff) << 16) | ((q3 & 0xff) << 24);
+            int t = q0 + q1 + q2 + q3;
+            t += __shfl_xor_sync(0xffffffffu, t, 1);
+            t += __shfl_xor_sync(0xffffffffu, t, 2);
+            if ((l & 7) == 0) dx[e >> 5] = d;
+            if ((l & 3) == 0) s16[e >> 4] = d * (float)t;
+        }
+    }
+    if (a.pro == PRO_RMSNORM) {
+        ss = warp_sum(ss);
+        if (l == 0) red[w] = ss;
+    }
+    __syncthreads();
+    *Q = qact{xf, xq, dx, s16};
+    if (a.pro != PRO_RMSNORM) return 1.0f;
+    float t = l < nw ? red[l] : 0.0f;
+    return rsqrtf(warp_sum(t) / (float)K + a.eps);
 }
 
 /* Q4_K chunk dot. qs: the chunk's 32 bytes; meta: its block's 16 bytes (d, dmin, 12 scale bytes);
@@ -312,7 +401,7 @@ struct lgemv_args {
  * Q4_K, Q6_K or BF16, K % 256 == 0, K / 64 a power of two in [1, 512] (checked by the host).
  * AM (a.argmax != NULL): the packed (logit, row) maximum over segment 0 is merged into *a.argmax. */
 template <bool AM>
-__global__ void __launch_bounds__(LN_THREADS, 2 * LN_BPS) k_lgemv(const __grid_constant__ lgemv_args L) {
+__global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lgemv(const __grid_constant__ lgemv_args L) {
     extern __shared__ __align__(16) unsigned char sm[];
     __shared__ __align__(8) uint64_t bar[LN_MAX_ST];
     __shared__ float red[32];
@@ -345,10 +434,13 @@ __global__ void __launch_bounds__(LN_THREADS, 2 * LN_BPS) k_lgemv(const __grid_c
     pdl_trigger();
     ln_trace(L.trace, 1);
     qact Q;
-    gemv_prologue(a, sm + (size_t)NST * L.stage, red, &Q);
+    float rn = ln_prologue(a, sm + (size_t)NST * L.stage, red, &Q);
     ln_trace(L.trace, 3);
     int C = a.K >> 6, K = a.K;
     int rr = tid / C, c = tid % C;  /* this thread's row in a tile and chunk in the row */
+    /* C > 32: a row is wpr warps, reduced through part[] behind a named barrier of those warps
+     * (ids 1..rows; __syncthreads where a tile has more than 15 rows) */
+    int wpr = C > 32 ? C >> 5 : 1, nrw = (LN_THREADS / 32) / wpr;
     ln_act A;
     int act_t = -1;
     unsigned long long best = 0; /* argmax over segment 0 (a.argmax) */
@@ -358,36 +450,41 @@ __global__ void __launch_bounds__(LN_THREADS, 2 * LN_BPS) k_lgemv(const __grid_c
         const gmat &W = a.seg[s].W;
         mbar_wait(&bar[i % NST], (uint32_t)((i / NST) & 1));
         if (i == 0) ln_trace(L.trace, 4);
+        if (i == mine - 1) ln_trace(L.trace, 6);
         const unsigned char *base = sm + (size_t)(i % NST) * L.stage;
         float v = 0.0f;
         if (rr < n) {
             if (W.type != act_t && W.type != GT_BF16) {
                 if (W.type == GT_Q4_K) ln_act_q4k(Q, 0, c, A); else ln_act_q6k(Q, 0, c, A);
+                ln_act_scale(A, rn);
                 act_t = W.type;
             }
             v = ln_dot_tile(W.type, base, L.tr[s], K, rr, c, A, Q.xf);
+            if (W.type == GT_BF16) v *= rn;
         }
         int G2 = C < 32 ? C : 32;
         for (int o = G2 >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        bool refill = i + NST < mine; /* the same in every thread */
         if (C <= 32) {
             if (c == 0 && rr < n) {
                 float *y = a.seg[s].y + r0 + rr;
                 if (a.seg[s].epi == EPI_ADD) *y += v; else *y = v;
                 if (AM && s == 0) { unsigned long long p = argmax_pack(v, r0 + rr); best = p > best ? p : best; }
             }
-        } else if (lane == 0) {
-            part[i & 1][warp] = v;
+            if (refill) __syncthreads(); /* stage i % NST consumed (no barrier at all when no refill follows) */
+        } else {
+            if (lane == 0) part[i & 1][warp] = v;
+            if (nrw <= 15 && !refill) asm volatile("bar.sync %0, %1;" ::"r"(1 + rr), "r"(32 * wpr) : "memory");
+            else __syncthreads();
+            if (lane == 0 && (warp % wpr) == 0 && rr < n) {
+                float t = 0.0f;
+                for (int k = 0; k < wpr; k++) t += part[i & 1][warp + k];
+                float *y = a.seg[s].y + r0 + rr;
+                if (a.seg[s].epi == EPI_ADD) *y += t; else *y = t;
+                if (AM && s == 0) { unsigned long long p = argmax_pack(t, r0 + rr); best = p > best ? p : best; }
+            }
         }
-        __syncthreads(); /* stage i % NST consumed; part written */
-        if (C > 32 && tid < n) {
-            int wpr = C >> 5;
-            float t = 0.0f;
-            for (int k = 0; k < wpr; k++) t += part[i & 1][tid * wpr + k];
-            float *y = a.seg[s].y + r0 + tid;
-            if (a.seg[s].epi == EPI_ADD) *y += t; else *y = t;
-            if (AM && s == 0) { unsigned long long p = argmax_pack(t, r0 + tid); best = p > best ? p : best; }
-        }
-        if (tid == 0 && i + NST < mine) {
+        if (tid == 0 && refill) {
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
             issue(i + NST);
         }
@@ -408,7 +505,7 @@ struct lmoe_args {
     unsigned long long *tr;
 };
 
-__global__ void __launch_bounds__(LN_THREADS, 2 * LN_BPS) k_lmoe_gu(const __grid_constant__ lmoe_args L) {
+__global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lmoe_gu(const __grid_constant__ lmoe_args L) {
     extern __shared__ __align__(16) unsigned char sm[];
     __shared__ __align__(8) uint64_t bar[LN_MAX_ST];
     __shared__ float red[32];
@@ -449,10 +546,11 @@ __global__ void __launch_bounds__(LN_THREADS, 2 * LN_BPS) k_lmoe_gu(const __grid
     gemv_args pa = {};
     pa.pro = PRO_RMSNORM; pa.x = a.x; pa.K = a.H; pa.g = a.g; pa.eps = a.eps;
     qact Q;
-    gemv_prologue(pa, sm + (size_t)NST * LN_STAGE, red, &Q); /* x is final: two kernels back */
+    float rn = ln_prologue(pa, sm + (size_t)NST * LN_STAGE, red, &Q); /* x is final: two kernels back */
     ln_act A;
     int rr = tid / C, c = tid % C;
     ln_act_q4k(Q, 0, c, A);
+    ln_act_scale(A, rn);
     pdl_wait();
     pdl_trigger();
     ln_trace(L.tr, 1);
@@ -473,18 +571,26 @@ __global__ void __launch_bounds__(LN_THREADS, 2 * LN_BPS) k_lmoe_gu(const __grid
         locate(i, &g, &u, &r0, &hrow);
         mbar_wait(&bar[i % NST], (uint32_t)((i / NST) & 1));
         if (i == 0) ln_trace(L.tr, 4);
+        if (i == mine - 1) ln_trace(L.tr, 6);
         const unsigned char *base = sm + (size_t)(i % NST) * LN_STAGE;
         /* rows 0..TH-1: gate, TH..2TH-1: up (same h rows) */
         float v = ln_dot_tile(GT_Q4_K, base + (rr < TH ? 0 : mat), TH, a.H, rr % TH, c, A, NULL);
         int G2 = C < 32 ? C : 32;
         for (int o = G2 >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
         if (c == 0) gu[i & 1][rr] = v;
-        __syncthreads();
-        if (tid < TH) {
-            float hv = silu_f(gu[i & 1][tid]) * gu[i & 1][TH + tid];
-            a.h[hrow + tid] = hv;
+        bool refill = i + NST < mine; /* the same in every thread */
+        if (C == 32 && TH <= 15 && !refill) {
+            /* gate row rr (warp rr) and up row rr (warp TH + rr) meet at named barrier 1 + rr; the
+             * other warps go on to the next tile */
+            asm volatile("bar.sync %0, 64;" ::"r"(1 + rr % TH) : "memory");
+        } else {
+            __syncthreads();
         }
-        if (tid == 0 && i + NST < mine) {
+        if (C == 32 ? (rr >= TH && c == 0) : tid < TH) {
+            int hr = C == 32 ? rr - TH : tid;
+            a.h[hrow + hr] = silu_f(gu[i & 1][hr]) * gu[i & 1][TH + hr];
+        }
+        if (tid == 0 && refill) {
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
             issue(i + NST);
         }
@@ -507,7 +613,7 @@ struct lmoe_down_args {
 };
 
 template <int WT>
-__global__ void __launch_bounds__(LN_DOWN_THREADS, 1152 / LN_DOWN_THREADS) k_lmoe_down(const __grid_constant__ lmoe_down_args L) {
+__global__ void __launch_bounds__(LN_DOWN_THREADS, LN_DOWN_MINB) k_lmoe_down(const __grid_constant__ lmoe_down_args L) {
     extern __shared__ __align__(16) unsigned char sm[];
     __shared__ __align__(8) uint64_t bar[LN_MAX_ST];
     __shared__ float red[32];
@@ -550,7 +656,7 @@ __global__ void __launch_bounds__(LN_DOWN_THREADS, 1152 / LN_DOWN_THREADS) k_lmo
     gemv_args pa = {};
     pa.pro = PRO_PLAIN; pa.x = a.h; pa.K = kf; pa.eps = a.eps;
     qact Q;
-    gemv_prologue(pa, sm + (size_t)NST * L.stage, red, &Q);
+    ln_prologue(pa, sm + (size_t)NST * L.stage, red, &Q); /* plain: factor 1 */
     ln_trace(L.tr, 3);
     int j = tid / C, c = tid % C, s = j / R, rr = j % R; /* slot-major: j = s * R + rr */
     bool on = s < nslot;
@@ -561,6 +667,7 @@ __global__ void __launch_bounds__(LN_DOWN_THREADS, 1152 / LN_DOWN_THREADS) k_lmo
         long r0 = (long)(blockIdx.x + i * G) * R;
         mbar_wait(&bar[i % NST], (uint32_t)((i / NST) & 1));
         if (i == 0) ln_trace(L.tr, 4);
+        if (i == mine - 1) ln_trace(L.tr, 6);
         const unsigned char *base = sm + (size_t)(i % NST) * L.stage;
         float v = on ? ln_dot_tile(WT, base + s * mat, R, a.FF, rr, c, A, NULL) : 0.0f;
         for (int o = (C < 32 ? C : 32) >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

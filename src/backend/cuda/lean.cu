@@ -45,9 +45,11 @@ int lean_trace_built(void) {
 
 /* Dynamic shared memory per block of the GEMV / MoE kernels (lean_init). */
 static size_t ln_cap = LN_SMEM_MAX;
+static int ln_pad = 0; /* every launch asks for ln_cap bytes (lean_init) */
 #define LN_SMEM_LIMIT (220 * 1024) /* at most (<= 227 KB on sm_90) */
 
-cudaError_t lean_init(size_t smem_cap, int carveout) {
+cudaError_t lean_init(size_t smem_cap, int carveout, int pad) {
+    ln_pad = pad;
     ln_cap = smem_cap == 0 ? LN_SMEM_MAX : (smem_cap < 32768 ? 32768 : (smem_cap > LN_SMEM_LIMIT ? LN_SMEM_LIMIT : smem_cap));
     int lim = (int)ln_cap;
     cudaError_t e = cudaFuncSetAttribute(k_lgemv<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, lim);
@@ -55,7 +57,7 @@ cudaError_t lean_init(size_t smem_cap, int carveout) {
     if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lmoe_gu, cudaFuncAttributeMaxDynamicSharedMemorySize, lim);
     if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lmoe_down<GT_Q4_K>, cudaFuncAttributeMaxDynamicSharedMemorySize, lim);
     if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lmoe_down<GT_Q6_K>, cudaFuncAttributeMaxDynamicSharedMemorySize, lim);
-    if (carveout && e == cudaSuccess) { /* keep every SM at its largest shared-memory split */
+    if (carveout != 0 && e == cudaSuccess) { /* keep every SM at its largest shared-memory split */
         e = cudaFuncSetAttribute(k_lgemv<false>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
         if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lgemv<true>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
         if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lmoe_gu, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
@@ -66,13 +68,16 @@ cudaError_t lean_init(size_t smem_cap, int carveout) {
 }
 
 static int ln_min(int a, int b) { return a < b ? a : b; }
+/* Dynamic shared memory of a launch that needs `need` bytes: with ln_pad the whole ln_cap, so that
+ * two blocks of one kernel cannot share an SM whatever else is resident. */
+static size_t ln_smem(size_t need) { return ln_pad && need < ln_cap ? ln_cap : need; }
 
 /* Rows per tile of a K-column matrix of type WT: one chunk per thread where the tile fits a stage
  * (Q4_K), fewer rows for the wider rows of Q6_K / BF16; Q6_K tiles keep their fp16 d copy a multiple
  * of 16 bytes (rows * nb % 8 == 0). 0: not possible. */
-static int ln_tile_rows(int WT, int K, int rows, int threads) {
+static int ln_tile_rows(int WT, int K, int rows, int threads, size_t stage) {
     int nb = K >> 8, tr = threads / (K >> 6), rb = ln_row_bytes(WT, K);
-    while (tr > 0 && (size_t)tr * rb > LN_STAGE) tr--;
+    while (tr > 0 && (size_t)tr * rb > stage) tr--;
     if (WT == GT_Q6_K) {
         while (tr > 0 && (tr * nb) % 8) tr--;
         if ((rows * nb) % 8) return 0;
@@ -84,15 +89,18 @@ int lean_gemv(const void *args, int nsm, int pdl, cudaStream_t st, unsigned long
     const gemv_args &a = *(const gemv_args *)args;
     int K = a.K, C = K >> 6;
     if (a.nseg < 1 || K % 256 || (C & (C - 1)) || C > LN_THREADS) return 0;
+    if (a.pro == PRO_HEADNORM_GATED && a.hd != 32 && a.hd != 64 && a.hd != 128) return 0; /* ln_prologue's heads */
     lgemv_args L = {};
     L.a = a;
     L.trace = tr;
+    /* the lm head (argmax) takes stages of whole Q6_K tiles: 16 rows of 2048 = 27 KB, every thread busy */
+    size_t stage = a.argmax ? LN_STAGE_HEAD : LN_STAGE;
     int T = 0;
     for (int s = 0; s < a.nseg; s++) {
         const gmat &W = a.seg[s].W;
         if ((W.type != GT_Q4_K && W.type != GT_Q6_K && W.type != GT_BF16) || W.cols != K || W.rows < 1) return 0;
         if (a.exact && W.type != GT_BF16) return 0; /* exact (router) logits: only BF16 rows dot the fp32 input here */
-        int tr = ln_tile_rows(W.type, K, W.rows, LN_THREADS);
+        int tr = ln_tile_rows(W.type, K, W.rows, LN_THREADS, stage);
         if (tr < 1) return 0;
         L.tr[s] = tr;
         L.t0[s] = T;
@@ -101,10 +109,11 @@ int lean_gemv(const void *args, int nsm, int pdl, cudaStream_t st, unsigned long
     L.t0[a.nseg] = T;
     int G = ln_min(T, nsm * LN_BPS), mine = (T + G - 1) / G;
     size_t qb = qact_smem_bytes(K), cap = a.argmax ? LN_SMEM_HEAD : ln_cap;
-    if (qb + LN_STAGE > cap) return 0;
-    L.stage = LN_STAGE;
-    L.nst = ln_min(ln_min(LN_MAX_ST, mine), (int)((cap - qb) / LN_STAGE));
-    ln_launch(a.argmax ? k_lgemv<true> : k_lgemv<false>, G, LN_THREADS, (size_t)L.nst * L.stage + qb, pdl, st, L);
+    if (qb + stage > cap) return 0;
+    L.stage = (int)stage;
+    L.nst = ln_min(ln_min(LN_MAX_ST, mine), (int)((cap - qb) / stage));
+    size_t need = (size_t)L.nst * L.stage + qb;
+    ln_launch(a.argmax ? k_lgemv<true> : k_lgemv<false>, G, LN_THREADS, a.argmax ? need : ln_smem(need), pdl, st, L);
     return 1;
 }
 
@@ -135,7 +144,7 @@ int lean_moe(const void *args, int nsm, int pdl, cudaStream_t st, int which, uns
         L.tr = tr;
         int T = m.FS / TH + m.k * (m.FF / TH), G = ln_min(T, nsm * LN_BPS), mine = (T + G - 1) / G;
         L.nst = ln_min(ln_min(LN_MAX_ST, mine), (int)((ln_cap - qx) / LN_STAGE));
-        ln_launch(k_lmoe_gu, G, LN_THREADS, (size_t)L.nst * LN_STAGE + qx, pdl, st, L);
+        ln_launch(k_lmoe_gu, G, LN_THREADS, ln_smem((size_t)L.nst * LN_STAGE + qx), pdl, st, L);
     }
     if (which & 2) {
         lmoe_down_args D = {};
@@ -145,7 +154,7 @@ int lean_moe(const void *args, int nsm, int pdl, cudaStream_t st, int which, uns
         D.stage = (int)dstage;
         int T = H / R, G = ln_min(T, nsm * LN_BPS), mine = (T + G - 1) / G;
         D.nst = ln_min(ln_min(LN_MAX_ST, mine), (int)((ln_cap - qh) / dstage));
-        ln_launch(WT == GT_Q4_K ? k_lmoe_down<GT_Q4_K> : k_lmoe_down<GT_Q6_K>, G, LN_DOWN_THREADS, (size_t)D.nst * dstage + qh, pdl, st, D);
+        ln_launch(WT == GT_Q4_K ? k_lmoe_down<GT_Q4_K> : k_lmoe_down<GT_Q6_K>, G, LN_DOWN_THREADS, ln_smem((size_t)D.nst * dstage + qh), pdl, st, D);
     }
     return 1;
 }

@@ -12,14 +12,17 @@
 #include <stddef.h>
 
 /* Allows the kernels their dynamic shared memory; once per device. smem_cap: bytes of dynamic
- * shared memory per block of the GEMV / MoE kernels (0: the measured default, 110 KB, so that two
- * consecutive kernels' blocks share an SM; clamped to [32, 220] KB). More lets a block keep its whole
- * share of a large matrix in flight and keeps two blocks of one kernel off one SM (above ~114 KB),
- * at the price of consecutive kernels that no longer fit one SM together. carveout: prefer the
- * largest shared-memory split for these kernels (ncu showed launches at 135 KB and 233 KB splits;
- * an SM changes its split only when idle). Both are LILAC_CUDA_LN_SMEM=<KB> / LILAC_CUDA_LN_CARVE=1
- * switches, not yet measured (docs/notes.md). */
-cudaError_t lean_init(size_t smem_cap, int carveout);
+ * shared memory per block of the GEMV / MoE kernels (0: the default, LN_SMEM_MAX = 120 KB; clamped
+ * to [32, 220] KB). Above ~114 KB two blocks of one kernel cannot share an SM: at 110 KB every launch
+ * had two of its blocks on some SM, which then did twice the tiles (session 6 measured 382 -> 422
+ * tok/s with 120 KB + the carveout; 130-200 KB the same as 120). carveout: prefer the largest
+ * shared-memory split for these kernels (an SM changes its split only when idle, and a block of
+ * 120 KB fits no smaller split); < 0 the default (on), 0 off. LILAC_CUDA_LN_SMEM=<KB> and
+ * LILAC_CUDA_LN_CARVE=0|1 set them. pad: every launch asks for the whole smem_cap, not just the
+ * ring it fills (LILAC_CUDA_LN_PAD=1): the small kernels (the router's 64 blocks, MoE down) then
+ * cannot double up on an SM either, but a kernel's blocks enter an SM only as the previous
+ * kernel's leave (measured slower: 445 vs 475 tok/s). */
+cudaError_t lean_init(size_t smem_cap, int carveout, int pad);
 /* 1 when lean.cu was built with -DLILAC_LN_TRACE (the kernels stamp trace records). */
 int lean_trace_built(void);
 /* y_s (+)= W_s x̂ (gemv_args without argmax): k_lgemv. */
