@@ -124,6 +124,8 @@ struct cu_backend {
     int lean;                             /* 1 (default on sm_90+): the lean decode kernels (lean.cu); LILAC_CUDA_LEAN=0 off */
     unsigned long long *ln_tr;            /* LILAC_CUDA_LN_TRACE=1: [LN_TR_MAX][LN_TRS_HOST] trace records of a step */
     const char *ln_names[LN_TR_MAX];
+    int fd_minpos;                        /* flash-decoding: fewest positions per split (LILAC_CUDA_FD_MINPOS; default 0: every split, 64 measured no faster) */
+    int fd_fused;                         /* flash-decoding with the q/k norm + RoPE + cache append fused in (default; LILAC_CUDA_ATTN_FUSED=0) */
     int lean_head;                        /* the lm head through k_lgemv too (default; 27 KB Q6_K stages: 146 vs 172 µs for k_gemv_q, LILAC_CUDA_LEAN_HEAD=0) */
     int ln_n, ln_steps, ln_print_at;      /* trace: records used, graphed steps, LILAC_CUDA_LN_TRACE=N prints after step N */
     int moe_tma, moe_tr;                  /* bulk-copy MoE kernels (LILAC_CUDA_MOE_TMA=0 off), rows per tile */                          /* decode: quantized activations [Kmax] (two, alternating, see decode_step) */
@@ -790,17 +792,32 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
             __nv_bfloat16 *kc = s->kv + (size_t)L.attn_idx * 2 * NKV * s->n_ctx * HD, *vc = kc + (size_t)NKV * s->n_ctx * HD;
             attn_prep_args pa = {b->qg, 0, b->kb, 0, b->vb, 0, L.q_norm, L.k_norm, b->inv_freq, b->q, NULL, kc, vc,
                                  s->d_pos, NH, NKV, HD, hp.n_rot, s->n_ctx, eps};
-            prof_begin(b);
-            launch_pdl(b, k_attn_prep, dim3(NH + 2 * NKV, 1), dim3(HD), 0, pa);
-            prof_end(b, "attn.prep", 0, 0);
+            /* fused: the flash-decoding kernel does the prep's work (k_attn_decode_fdp) */
+            int fused = b->fd_ns && b->fd_fused && HD == 256 && NH / NKV <= FD_G;
+            if (!fused) {
+                prof_begin(b);
+                launch_pdl(b, k_attn_prep, dim3(NH + 2 * NKV, 1), dim3(HD), 0, pa);
+                prof_end(b, "attn.prep", 0, 0);
+            }
             attn_dec_args da = {b->q, kc, vc, s->part_o, s->part_ml, b->qg, b->att, s->d_pos, NH, NKV, HD, s->n_ctx, s->CH};
             prof_begin(b);
             if (b->fd_ns) { /* flash-decoding kernel, a fixed number of splits (k_attn_dec.cuh) */
                 int ns = LL_MIN(b->fd_ns, s->max_splits);
                 da.CH = 0;
                 da.nsplit = ns;
+                da.minpos = b->fd_minpos;
                 size_t fsm = attn_fd_smem(HD);
-                if (HD == 256) launch_pdl(b, k_attn_decode_fd<8>, dim3(NKV, ns), dim3(FD_WARPS * 32), fsm, da);
+                if (fused) {
+                    da.fused = 1;
+                    da.kraw = b->kb;
+                    da.vraw = b->vb;
+                    da.q_norm = L.q_norm;
+                    da.k_norm = L.k_norm;
+                    da.inv_freq = b->inv_freq;
+                    da.n_rot = hp.n_rot;
+                    da.eps = eps;
+                    launch_pdl(b, k_attn_decode_fdp<8>, dim3(NKV, ns), dim3(FD_WARPS * 32), fsm, da);
+                } else if (HD == 256) launch_pdl(b, k_attn_decode_fd<8>, dim3(NKV, ns), dim3(FD_WARPS * 32), fsm, da);
                 else if (HD == 128) launch_pdl(b, k_attn_decode_fd<4>, dim3(NKV, ns), dim3(FD_WARPS * 32), fsm, da);
                 else launch_pdl(b, k_attn_decode_fd<2>, dim3(NKV, ns), dim3(FD_WARPS * 32), fsm, da);
             } else {
@@ -1611,6 +1628,7 @@ static ll_status cu_init(cu_backend *b) {
         size_t fsm = attn_fd_smem(HDd);
         if (HDd == 256) {
             CU_TRY(cudaFuncSetAttribute(k_attn_decode_fd<8>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fsm));
+            CU_TRY(cudaFuncSetAttribute(k_attn_decode_fdp<8>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fsm));
             cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_attn_decode_fd<8>, FD_WARPS * 32, fsm);
         } else if (HDd == 128) {
             CU_TRY(cudaFuncSetAttribute(k_attn_decode_fd<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fsm));
@@ -1727,6 +1745,8 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     b->lean = !(getenv("LILAC_CUDA_LEAN") && !atoi(getenv("LILAC_CUDA_LEAN"))); /* and sm_90+ (cu_init) */
     /* the lm head stays on k_gemv_q: 172 vs 209 µs through k_lgemv (bench/results/2026-11-30-h200-s5) */
     b->lean_head = !(getenv("LILAC_CUDA_LEAN_HEAD") && !atoi(getenv("LILAC_CUDA_LEAN_HEAD")));
+    b->fd_minpos = getenv("LILAC_CUDA_FD_MINPOS") ? atoi(getenv("LILAC_CUDA_FD_MINPOS")) : 0;
+    b->fd_fused = !(getenv("LILAC_CUDA_ATTN_FUSED") && !atoi(getenv("LILAC_CUDA_ATTN_FUSED")));
     b->moe_tma = !(getenv("LILAC_CUDA_MOE_TMA") && !atoi(getenv("LILAC_CUDA_MOE_TMA")));
     b->moe_tr = getenv("LILAC_CUDA_MOE_TR") ? atoi(getenv("LILAC_CUDA_MOE_TR")) : 8;
     b->fuse_hq = !(getenv("LILAC_CUDA_HQ") && !atoi(getenv("LILAC_CUDA_HQ")));

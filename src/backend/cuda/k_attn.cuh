@@ -23,6 +23,13 @@
 
 #define ATT_MAX_G 16
 
+/* Splits of the flash-decoding kernel that hold positions for a context of n (attn_dec_args.minpos). */
+__host__ __device__ static inline int attn_fd_used(int nsplit, int minpos, int n) {
+    if (minpos <= 1) return nsplit;
+    int u = (n + minpos - 1) / minpos;
+    return u < nsplit ? u : nsplit;
+}
+
 /* Block-wide sum (red: 32 floats); every thread gets the total. */
 __device__ __forceinline__ float block_sum_f(float v, float *red) {
     v = warp_sum(v);
@@ -105,7 +112,19 @@ struct attn_dec_args {
     float *out;                   /* [NH*HD] gated attention output */
     const int *pos;               /* the current token's position (keys 0..pos) */
     int NH, NKV, HD, n_ctx, CH;   /* CH: positions per split of k_attn_decode; 0: fixed splits (k_attn_dec.cuh) */
-    int nsplit;                   /* CH == 0: number of splits */
+    int nsplit;                   /* CH == 0: number of splits (launched) */
+    int minpos;                   /* CH == 0, > 1: splits used = min(nsplit, ceil(n / minpos)), so that short
+                                   * contexts are not cut into a few positions per block (the combine
+                                   * then reads fewer partials); the other blocks exit at once */
+    /* fused (k_attn_decode_fdp): the flash-decoding blocks do k_attn_prep's work themselves: each
+     * normalises and rotates its G query heads from qg, and the block of the last split of each kv
+     * head appends the current K (normed, rotated) and V rows to the cache before reading it */
+    int fused;
+    const float *kraw, *vraw;     /* [NKV*HD] raw k and v of the current token */
+    const float *q_norm, *k_norm; /* [HD] */
+    const float *inv_freq;        /* [n_rot/2] */
+    int n_rot;
+    float eps;
 };
 
 /* dynamic smem: attn_decode_smem(G, HD, CH) bytes. The block's K and V rows are first copied to
@@ -208,7 +227,7 @@ __global__ void __launch_bounds__(256) k_attn_decode(const attn_dec_args a) {
 __device__ __forceinline__ void attn_combine_part(const attn_dec_args &a, int h, int d0, int nd, float *ws, float *part) {
     __shared__ float red[32];
     int HD = a.HD, tid = threadIdx.x;
-    int n = *a.pos + 1, ns = a.CH ? (n + a.CH - 1) / a.CH : a.nsplit;
+    int n = *a.pos + 1, ns = a.CH ? (n + a.CH - 1) / a.CH : attn_fd_used(a.nsplit, a.minpos, n);
     float m = -INFINITY;
     for (int s = tid; s < ns; s += blockDim.x) m = fmaxf(m, a.part_ml[((long)s * a.NH + h) * 2]);
     m = warp_max(m);

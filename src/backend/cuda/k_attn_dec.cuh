@@ -77,6 +77,66 @@ __device__ __forceinline__ void fd_load_row(const __nv_bfloat16 *p, float *out) 
     }
 }
 
+/* One head row of HD = 32 * DPL values (lane: dims [lane*DPL, (lane+1)*DPL)) normalised with gain g,
+ * partially rotated (NeoX pairs i, i + n_rot/2, as attn_prep_block) at position p and scaled by sc,
+ * through xs (HD floats of this warp's shared memory). Whole warp. */
+template <int DPL>
+__device__ __forceinline__ void fd_norm_rope(const attn_dec_args &a, const float *src, const float *g, int p, float sc,
+                                             float *xs, float out[DPL]) {
+    constexpr int HD = 32 * DPL;
+    int lane = threadIdx.x & 31;
+    float x[DPL], ss = 0.0f;
+#pragma unroll
+    for (int d = 0; d < DPL; d++) { x[d] = src[lane * DPL + d]; ss += x[d] * x[d]; }
+    float r = rsqrtf(warp_sum(ss) / (float)HD + a.eps);
+#pragma unroll
+    for (int d = 0; d < DPL; d++) { x[d] *= r * g[lane * DPL + d]; xs[lane * DPL + d] = x[d]; }
+    __syncwarp();
+    int half = a.n_rot / 2;
+#pragma unroll
+    for (int k = 0; k < DPL; k++) {
+        int d = lane * DPL + k;
+        float y = x[k];
+        if (d < a.n_rot) {
+            int i = d < half ? d : d - half;
+            float sn, cs;
+            sincosf((float)p * a.inv_freq[i], &sn, &cs);
+            y = d < half ? x[k] * cs - xs[d + half] * sn : x[k] * cs + xs[d - half] * sn;
+        }
+        out[k] = y * sc;
+    }
+    __syncwarp();
+}
+
+/* k_attn_prep's work inside a flash-decoding block (attn_dec_args.fused): the G query heads of kv
+ * head kvh into qs [FD_G][HD], and when `last` (the block of the split that ends at position p) the
+ * current K and V rows into the cache. Warp w takes heads w, w + FD_WARPS, ...; the last warp the K
+ * row. xs: FD_WARPS * HD floats of scratch. */
+template <int DPL>
+__device__ __forceinline__ void attn_fd_prep(const attn_dec_args &a, int kvh, int p, bool last, float *qs, float *xs) {
+    constexpr int HD = 32 * DPL;
+    int w = threadIdx.x >> 5, lane = threadIdx.x & 31, G = a.NH / a.NKV;
+    float *xw = xs + w * HD, v[DPL];
+    for (int g = w; g < FD_G; g += FD_WARPS) {
+        if (g < G) fd_norm_rope<DPL>(a, a.qg + (long)(kvh * G + g) * 2 * HD, a.q_norm, p, rsqrtf((float)HD), xw, v);
+        else
+#pragma unroll
+            for (int d = 0; d < DPL; d++) v[d] = 0.0f;
+#pragma unroll
+        for (int d = 0; d < DPL; d++) qs[g * HD + lane * DPL + d] = v[d];
+    }
+    if (last && w == FD_WARPS - 1) {
+        fd_norm_rope<DPL>(a, a.kraw + (long)kvh * HD, a.k_norm, p, 1.0f, xw, v);
+        __nv_bfloat16 *kc = (__nv_bfloat16 *)a.kc + ((long)kvh * a.n_ctx + p) * HD + lane * DPL;
+        __nv_bfloat16 *vc = (__nv_bfloat16 *)a.vc + ((long)kvh * a.n_ctx + p) * HD + lane * DPL;
+#pragma unroll
+        for (int d = 0; d < DPL; d++) {
+            kc[d] = __float2bfloat16(v[d]);
+            vc[d] = __float2bfloat16(a.vraw[(long)kvh * HD + lane * DPL + d]);
+        }
+    }
+}
+
 /* One block (FD_WARPS warps) of k_attn_decode_fd: kv head kvh, split `split` of NS; fsm: dynamic
  * shared memory of attn_fd_smem(HD) bytes. */
 template <int DPL, bool NC>
@@ -88,9 +148,13 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
     int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int G = a.NH / a.NKV;
     int n = *a.pos + 1;
+    NS = attn_fd_used(NS, a.minpos, n);
+    if (split >= NS) return; /* a split past those this context needs (uniform in the block) */
     int lo = (int)((long)split * n / NS), hi = (int)((long)(split + 1) * n / NS);
-    for (int i = threadIdx.x; i < FD_G * HD; i += blockDim.x) qs[i] = i < G * HD ? a.q[(long)kvh * G * HD + i] : 0.0f;
-    __syncthreads();
+    if (a.fused) attn_fd_prep<DPL>(a, kvh, n - 1, split == NS - 1, qs, wo); /* wo is free until the merge */
+    else
+        for (int i = threadIdx.x; i < FD_G * HD; i += blockDim.x) qs[i] = i < G * HD ? a.q[(long)kvh * G * HD + i] : 0.0f;
+    __syncthreads(); /* fused: the block's own K/V row of position n-1 is visible to its plain loads (NC = false) */
     const __nv_bfloat16 *K = a.kc + (long)kvh * a.n_ctx * HD + lane * DPL;
     const __nv_bfloat16 *V = a.vc + (long)kvh * a.n_ctx * HD + lane * DPL;
     float m[FD_G], l[FD_G], o[FD_G][DPL];
@@ -177,6 +241,16 @@ __global__ void __launch_bounds__(FD_WARPS * 32) k_attn_decode_fd(const attn_dec
     pdl_trigger();
     pdl_wait();
     attn_fd_block<DPL, true>(a, blockIdx.x, blockIdx.y, gridDim.y, fsm);
+}
+
+/* The same with k_attn_prep fused in (a.fused = 1): one launch fewer per attention layer. Plain
+ * loads: the last split's block reads the K/V row it has just written. */
+template <int DPL>
+__global__ void __launch_bounds__(FD_WARPS * 32) k_attn_decode_fdp(const attn_dec_args a) {
+    extern __shared__ __align__(16) float fsm[];
+    pdl_trigger();
+    pdl_wait();
+    attn_fd_block<DPL, false>(a, blockIdx.x, blockIdx.y, gridDim.y, fsm);
 }
 
 #endif

@@ -452,6 +452,39 @@ __global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lgemv(const __grid_cons
         if (i == 0) ln_trace(L.trace, 4);
         if (i == mine - 1) ln_trace(L.trace, 6);
         const unsigned char *base = sm + (size_t)(i % NST) * L.stage;
+        bool refill = i + NST < mine; /* the same in every thread */
+        if (W.type == GT_BF16 && L.tr[s] * K == 8 * LN_THREADS) {
+            /* BF16 rows split over the whole block: P = K / 8 threads per row, 8 elements each (the
+             * router: 2 rows per tile, 129 tiles of 8 KB instead of 65 of 16 KB with 3/4 of the
+             * threads idle); the row's warps meet at named barrier 1 + row */
+            int P = K >> 3, rb = tid / P, pp = tid % P, wpb = P >> 5;
+            float v = 0.0f;
+            if (rb < n) {
+                uint4 u = *(const uint4 *)(base + (size_t)rb * K * 2 + 16 * pp);
+                float4 xa = *(const float4 *)(Q.xf + 8 * pp), xb = *(const float4 *)(Q.xf + 8 * pp + 4);
+                v = __uint_as_float(u.x << 16) * xa.x + __uint_as_float(u.x & 0xffff0000u) * xa.y +
+                    __uint_as_float(u.y << 16) * xa.z + __uint_as_float(u.y & 0xffff0000u) * xa.w +
+                    __uint_as_float(u.z << 16) * xb.x + __uint_as_float(u.z & 0xffff0000u) * xb.y +
+                    __uint_as_float(u.w << 16) * xb.z + __uint_as_float(u.w & 0xffff0000u) * xb.w;
+            }
+            for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+            if (lane == 0) part[i & 1][warp] = v;
+            if (wpb > 1 && L.tr[s] <= 15 && !refill) asm volatile("bar.sync %0, %1;" ::"r"(1 + rb), "r"(P) : "memory");
+            else __syncthreads();
+            if (lane == 0 && warp % wpb == 0 && rb < n) {
+                float t = 0.0f;
+                for (int k = 0; k < wpb; k++) t += part[i & 1][warp + k];
+                t *= rn;
+                float *y = a.seg[s].y + r0 + rb;
+                if (a.seg[s].epi == EPI_ADD) *y += t; else *y = t;
+                if (AM && s == 0) { unsigned long long p = argmax_pack(t, r0 + rb); best = p > best ? p : best; }
+            }
+            if (tid == 0 && refill) {
+                asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+                issue(i + NST);
+            }
+            continue;
+        }
         float v = 0.0f;
         if (rr < n) {
             if (W.type != act_t && W.type != GT_BF16) {
@@ -464,7 +497,6 @@ __global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lgemv(const __grid_cons
         }
         int G2 = C < 32 ? C : 32;
         for (int o = G2 >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-        bool refill = i + NST < mine; /* the same in every thread */
         if (C <= 32) {
             if (c == 0 && rr < n) {
                 float *y = a.seg[s].y + r0 + rr;

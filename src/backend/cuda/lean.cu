@@ -100,7 +100,9 @@ int lean_gemv(const void *args, int nsm, int pdl, cudaStream_t st, unsigned long
         const gmat &W = a.seg[s].W;
         if ((W.type != GT_Q4_K && W.type != GT_Q6_K && W.type != GT_BF16) || W.cols != K || W.rows < 1) return 0;
         if (a.exact && W.type != GT_BF16) return 0; /* exact (router) logits: only BF16 rows dot the fp32 input here */
-        int tr = ln_tile_rows(W.type, K, W.rows, LN_THREADS, stage);
+        /* BF16: rows split over the whole block where 8 elements per thread cover them (k_lgemv) */
+        int tr = W.type == GT_BF16 && (8 * LN_THREADS) % K == 0 && 8 * LN_THREADS / K <= 15 ? 8 * LN_THREADS / K
+                                                                                              : ln_tile_rows(W.type, K, W.rows, LN_THREADS, stage);
         if (tr < 1) return 0;
         L.tr[s] = tr;
         L.t0[s] = T;

@@ -1,0 +1,91 @@
+/*
+ * bulkbw.cu — lab: how fast do the tiles of one lean-kernel-like launch arrive? Every block of a
+ * 132-block grid (one per SM, as the lean decode kernels) requests B bytes into shared memory at
+ * entry and waits for all of them; the launch is timed alone (events around 40 launches, each on a
+ * fresh part of a 4 GB buffer so that nothing is in L2) and the figure is bytes / time.
+ *   bulk N x S   thread 0 issues N cp.async.bulk copies of S bytes on one mbarrier (the lean kernels:
+ *                6 x 18 KB for the GDN in-projection)
+ *   async        all 512 threads issue 16-byte cp.async for the same bytes, then wait_all
+ * The question (session 6 trace): a lean block's last tile lands ~5 µs after its first, i.e. its
+ * 108 KB arrive at ~20 GB/s. Is that the copy engine of one SM (bulk), the DRAM, or the launch?
+ * Output: per config, µs per launch and GB/s over the grid.
+ */
+#include "lab.cuh"
+#include "../../src/backend/cuda/k_gemvq.cuh"
+
+#define BB_THREADS 512
+
+/* mode 0: bulk copies of S bytes, N of them; mode 1: cp.async 16 B by every thread */
+__global__ void __launch_bounds__(BB_THREADS) k_bb(const uint8_t *src, int N, int S, int mode, unsigned *sink) {
+    extern __shared__ __align__(16) uint8_t sm[];
+    __shared__ __align__(8) uint64_t bar;
+    size_t B = (size_t)N * S;
+    const uint8_t *p = src + (size_t)blockIdx.x * B;
+    if (mode == 0) {
+        if (threadIdx.x == 0) {
+            mbar_init(&bar, 1);
+            asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+            mbar_expect_tx(&bar, (uint32_t)B);
+            for (int i = 0; i < N; i++) bulk_g2s(sm + (size_t)i * S, p + (size_t)i * S, (uint32_t)S, &bar);
+        }
+        __syncthreads();
+        mbar_wait(&bar, 0);
+    } else {
+        for (size_t o = (size_t)threadIdx.x * 16; o < B; o += (size_t)BB_THREADS * 16)
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_u32(sm + o)), "l"(p + o) : "memory");
+        asm volatile("cp.async.wait_all;" ::: "memory");
+        __syncthreads();
+    }
+    if (threadIdx.x == 0 && B && sm[0] == 0xfe && sm[B - 1] == 0xfd) atomicAdd(sink, 1u); /* keep the copies */
+}
+
+int main() {
+    int nsm = 0;
+    CK(cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, 0));
+    size_t total = (size_t)4 << 30;
+    uint8_t *buf;
+    unsigned *sink;
+    CK(cudaMalloc(&buf, total));
+    CK(cudaMalloc(&sink, 4));
+    CK(cudaMemset(buf, 1, total));
+    CK(cudaFuncSetAttribute(k_bb, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
+    struct cfg { int N, S, mode; } cs[] = {
+        {6, 18432, 0}, {12, 9216, 0}, {3, 36864, 0}, {1, 110592, 0}, {24, 4608, 0}, {2, 18432, 0}, {1, 18432, 0},
+        {10, 18432, 0}, {6, 18432, 1}, {2, 18432, 1}, {10, 18432, 1},
+    };
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    printf("# %d blocks (one per SM), 512 threads; each launch alone, fresh bytes (not in L2)\n", nsm);
+    printf("%-8s %4s %8s %10s %12s %10s\n", "mode", "N", "S(B)", "KB/block", "us/launch", "GB/s");
+    for (const cfg &c : cs) {
+        size_t B = (size_t)c.N * c.S, per = B * nsm;
+        int iters = 40;
+        size_t off = 0;
+        for (int w = 0; w < 3; w++) k_bb<<<nsm, BB_THREADS, B>>>(buf, c.N, c.S, c.mode, sink);
+        CK(cudaDeviceSynchronize());
+        float ms_sum = 0.0f;
+        for (int it = 0; it < iters; it++) {
+            off = (off + per + 4096) % (total - per);
+            off &= ~(size_t)127;
+            CK(cudaEventRecord(e0));
+            k_bb<<<nsm, BB_THREADS, B>>>(buf + off, c.N, c.S, c.mode, sink);
+            CK(cudaEventRecord(e1));
+            CK(cudaEventSynchronize(e1));
+            float ms = 0.0f;
+            CK(cudaEventElapsedTime(&ms, e0, e1));
+            ms_sum += ms;
+        }
+        double us = ms_sum * 1000.0 / iters;
+        printf("%-8s %4d %8d %10.1f %12.2f %10.0f\n", c.mode ? "async" : "bulk", c.N, c.S, B / 1024.0, us, per / (us * 1e3));
+    }
+    /* the floor of a launch: an empty k_bb (N = 0) */
+    CK(cudaEventRecord(e0));
+    for (int it = 0; it < 40; it++) k_bb<<<nsm, BB_THREADS, 0>>>(buf, 0, 16, 1, sink);
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    float ms = 0.0f;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    printf("empty launch (back to back): %.2f us\n", ms * 1000.0 / 40);
+    return 0;
+}
