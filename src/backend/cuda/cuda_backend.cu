@@ -792,7 +792,7 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
             __nv_bfloat16 *kc = s->kv + (size_t)L.attn_idx * 2 * NKV * s->n_ctx * HD, *vc = kc + (size_t)NKV * s->n_ctx * HD;
             attn_prep_args pa = {b->qg, 0, b->kb, 0, b->vb, 0, L.q_norm, L.k_norm, b->inv_freq, b->q, NULL, kc, vc,
                                  s->d_pos, NH, NKV, HD, hp.n_rot, s->n_ctx, eps};
-            /* fused: the flash-decoding kernel does the prep's work (k_attn_decode_fdp) */
+            /* fused: the flash-decoding kernel does the prep's work (k_attn_decode_fd<8, false>) */
             int fused = b->fd_ns && b->fd_fused && HD == 256 && NH / NKV <= FD_G;
             if (!fused) {
                 prof_begin(b);
@@ -816,7 +816,7 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
                     da.inv_freq = b->inv_freq;
                     da.n_rot = hp.n_rot;
                     da.eps = eps;
-                    launch_pdl(b, k_attn_decode_fdp<8>, dim3(NKV, ns), dim3(FD_WARPS * 32), fsm, da);
+                    launch_pdl(b, k_attn_decode_fd<8, false>, dim3(NKV, ns), dim3(FD_WARPS * 32), fsm, da);
                 } else if (HD == 256) launch_pdl(b, k_attn_decode_fd<8>, dim3(NKV, ns), dim3(FD_WARPS * 32), fsm, da);
                 else if (HD == 128) launch_pdl(b, k_attn_decode_fd<4>, dim3(NKV, ns), dim3(FD_WARPS * 32), fsm, da);
                 else launch_pdl(b, k_attn_decode_fd<2>, dim3(NKV, ns), dim3(FD_WARPS * 32), fsm, da);
@@ -1628,7 +1628,7 @@ static ll_status cu_init(cu_backend *b) {
         size_t fsm = attn_fd_smem(HDd);
         if (HDd == 256) {
             CU_TRY(cudaFuncSetAttribute(k_attn_decode_fd<8>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fsm));
-            CU_TRY(cudaFuncSetAttribute(k_attn_decode_fdp<8>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fsm));
+            CU_TRY(cudaFuncSetAttribute(k_attn_decode_fd<8, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fsm));
             cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_attn_decode_fd<8>, FD_WARPS * 32, fsm);
         } else if (HDd == 128) {
             CU_TRY(cudaFuncSetAttribute(k_attn_decode_fd<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fsm));

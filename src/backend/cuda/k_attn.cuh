@@ -116,7 +116,7 @@ struct attn_dec_args {
     int minpos;                   /* CH == 0, > 1: splits used = min(nsplit, ceil(n / minpos)), so that short
                                    * contexts are not cut into a few positions per block (the combine
                                    * then reads fewer partials); the other blocks exit at once */
-    /* fused (k_attn_decode_fdp): the flash-decoding blocks do k_attn_prep's work themselves: each
+    /* fused (k_attn_decode_fd<DPL, false>): the flash-decoding blocks do k_attn_prep's work themselves: each
      * normalises and rotates its G query heads from qg, and the block of the last split of each kv
      * head appends the current K (normed, rotated) and V rows to the cache before reading it */
     int fused;

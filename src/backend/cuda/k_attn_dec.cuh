@@ -235,22 +235,14 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
     }
 }
 
-template <int DPL>
+/* NC: the non-coherent load path for K/V; the fused launch (a.fused, k_attn_decode_fd<DPL, false>)
+ * reads with plain loads, because the last split's block reads the K/V row it has just written. */
+template <int DPL, bool NC = true>
 __global__ void __launch_bounds__(FD_WARPS * 32) k_attn_decode_fd(const attn_dec_args a) {
     extern __shared__ __align__(16) float fsm[];
     pdl_trigger();
     pdl_wait();
-    attn_fd_block<DPL, true>(a, blockIdx.x, blockIdx.y, gridDim.y, fsm);
-}
-
-/* The same with k_attn_prep fused in (a.fused = 1): one launch fewer per attention layer. Plain
- * loads: the last split's block reads the K/V row it has just written. */
-template <int DPL>
-__global__ void __launch_bounds__(FD_WARPS * 32) k_attn_decode_fdp(const attn_dec_args a) {
-    extern __shared__ __align__(16) float fsm[];
-    pdl_trigger();
-    pdl_wait();
-    attn_fd_block<DPL, false>(a, blockIdx.x, blockIdx.y, gridDim.y, fsm);
+    attn_fd_block<DPL, NC>(a, blockIdx.x, blockIdx.y, gridDim.y, fsm);
 }
 
 #endif

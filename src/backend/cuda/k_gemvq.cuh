@@ -158,6 +158,11 @@ __device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)_
 __device__ __forceinline__ void mbar_init(uint64_t *bar, uint32_t count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count) : "memory");
 }
+/* A ring of n single-arrival mbarriers, initialised and fenced for the async proxy (thread 0). */
+__device__ __forceinline__ void mbar_ring_init(uint64_t *bar, int n) {
+    for (int i = 0; i < n; i++) mbar_init(&bar[i], 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
 __device__ __forceinline__ void mbar_expect_tx(uint64_t *bar, uint32_t bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
 }
@@ -224,8 +229,7 @@ __global__ void __launch_bounds__(TMA_THREADS) k_gemv_tma(const gemv_args a, con
     };
     int mine = ntiles > (int)blockIdx.x ? (ntiles - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
     if (threadIdx.x == 0) {
-        for (int i = 0; i < NST; i++) mbar_init(&bar[i], 1);
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        mbar_ring_init(bar, NST);
         for (int i = 0; i < NST && i < mine; i++) issue(i);
     }
     __syncthreads();
@@ -342,8 +346,7 @@ __global__ void __launch_bounds__(TMA_THREADS) k_moe_gateup_tma(const moe_args a
         tma_rows<WT>(*u, r0, TR, TR, base + mat, b);
     };
     if (threadIdx.x == 0) {
-        for (int i = 0; i < NST; i++) mbar_init(&bar[i], 1);
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        mbar_ring_init(bar, NST);
     }
     pdl_wait();
     pdl_trigger();
@@ -418,8 +421,7 @@ __global__ void __launch_bounds__(TMA_THREADS) k_moe_down_tma(const moe_args a, 
         topk_warp(a.logits, a.E, a.k, ids, wts);
         if (lane == 0) {
             wts[a.k] = a.FS ? sigmoid_f(a.logits[a.E]) : 0.0f;
-            for (int i = 0; i < NST; i++) mbar_init(&bar[i], 1);
-            asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+            mbar_ring_init(bar, NST);
         }
         __syncwarp();
         if (lane == 0)

@@ -425,8 +425,7 @@ __global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lgemv(const __grid_cons
         ln_copy_rows(a.seg[s].W, r0, n, L.tr[s], sm + (size_t)(i % NST) * L.stage, &bar[i % NST], true);
     };
     if (tid == 0) {
-        for (int i = 0; i < NST; i++) mbar_init(&bar[i], 1);
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        mbar_ring_init(bar, NST);
         for (int i = 0; i < NST && i < mine; i++) issue(i);
     }
     __syncthreads();
@@ -444,6 +443,23 @@ __global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lgemv(const __grid_cons
     ln_act A;
     int act_t = -1;
     unsigned long long best = 0; /* argmax over segment 0 (a.argmax) */
+    auto row_store = [&](float t, int s, int row) { /* y[row] of segment s, and the argmax */
+        float *y = a.seg[s].y + row;
+        if (a.seg[s].epi == EPI_ADD) *y += t; else *y = t;
+        if (AM && s == 0) { unsigned long long p = argmax_pack(t, row); best = p > best ? p : best; }
+    };
+    /* a row spread over wpr warps: their partial sums meet in part[] behind the row's named barrier
+     * (1 + row, 32 * wpr threads) or, when `named` is false, the block's; the first warp stores f * sum */
+    auto row_reduce = [&](float v, int i, int s, int r0, int row, int n, int wpr, bool named, float f) {
+        if (lane == 0) part[i & 1][warp] = v;
+        if (named) asm volatile("bar.sync %0, %1;" ::"r"(1 + row), "r"(32 * wpr) : "memory");
+        else __syncthreads();
+        if (lane == 0 && warp % wpr == 0 && row < n) {
+            float t = 0.0f;
+            for (int k = 0; k < wpr; k++) t += part[i & 1][warp + k];
+            row_store(t * f, s, r0 + row);
+        }
+    };
     for (int i = 0; i < mine; i++) {
         int s, r0, n;
         locate(i, &s, &r0, &n);
@@ -468,17 +484,7 @@ __global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lgemv(const __grid_cons
                     __uint_as_float(u.w << 16) * xb.z + __uint_as_float(u.w & 0xffff0000u) * xb.w;
             }
             for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-            if (lane == 0) part[i & 1][warp] = v;
-            if (wpb > 1 && L.tr[s] <= 15 && !refill) asm volatile("bar.sync %0, %1;" ::"r"(1 + rb), "r"(P) : "memory");
-            else __syncthreads();
-            if (lane == 0 && warp % wpb == 0 && rb < n) {
-                float t = 0.0f;
-                for (int k = 0; k < wpb; k++) t += part[i & 1][warp + k];
-                t *= rn;
-                float *y = a.seg[s].y + r0 + rb;
-                if (a.seg[s].epi == EPI_ADD) *y += t; else *y = t;
-                if (AM && s == 0) { unsigned long long p = argmax_pack(t, r0 + rb); best = p > best ? p : best; }
-            }
+            row_reduce(v, i, s, r0, rb, n, wpb, wpb > 1 && L.tr[s] <= 15 && !refill, rn);
             if (tid == 0 && refill) {
                 asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
                 issue(i + NST);
@@ -498,23 +504,10 @@ __global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lgemv(const __grid_cons
         int G2 = C < 32 ? C : 32;
         for (int o = G2 >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
         if (C <= 32) {
-            if (c == 0 && rr < n) {
-                float *y = a.seg[s].y + r0 + rr;
-                if (a.seg[s].epi == EPI_ADD) *y += v; else *y = v;
-                if (AM && s == 0) { unsigned long long p = argmax_pack(v, r0 + rr); best = p > best ? p : best; }
-            }
+            if (c == 0 && rr < n) row_store(v, s, r0 + rr);
             if (refill) __syncthreads(); /* stage i % NST consumed (no barrier at all when no refill follows) */
         } else {
-            if (lane == 0) part[i & 1][warp] = v;
-            if (nrw <= 15 && !refill) asm volatile("bar.sync %0, %1;" ::"r"(1 + rr), "r"(32 * wpr) : "memory");
-            else __syncthreads();
-            if (lane == 0 && (warp % wpr) == 0 && rr < n) {
-                float t = 0.0f;
-                for (int k = 0; k < wpr; k++) t += part[i & 1][warp + k];
-                float *y = a.seg[s].y + r0 + rr;
-                if (a.seg[s].epi == EPI_ADD) *y += t; else *y = t;
-                if (AM && s == 0) { unsigned long long p = argmax_pack(t, r0 + rr); best = p > best ? p : best; }
-            }
+            row_reduce(v, i, s, r0, rr, n, wpr, nrw <= 15 && !refill, 1.0f);
         }
         if (tid == 0 && refill) {
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -571,8 +564,7 @@ __global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lmoe_gu(const __grid_co
     };
     int pre = 0; /* tiles requested before the wait: the shared expert's */
     if (tid == 0) {
-        for (int i = 0; i < NST; i++) mbar_init(&bar[i], 1);
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        mbar_ring_init(bar, NST);
         while (pre < NST && pre < mine && (int)blockIdx.x + pre * G < nsh) issue(pre++);
     }
     gemv_args pa = {};
@@ -673,8 +665,7 @@ __global__ void __launch_bounds__(LN_DOWN_THREADS, LN_DOWN_MINB) k_lmoe_down(con
         ln_topk(a.logits, a.E, a.k, ids, wts);
         if (tid == 0) {
             wts[a.k] = a.FS ? sigmoid_f(a.logits[a.E]) : 0.0f;
-            for (int i = 0; i < NST; i++) mbar_init(&bar[i], 1);
-            asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+            mbar_ring_init(bar, NST);
         }
         __syncwarp();
         if (tid == 0)
