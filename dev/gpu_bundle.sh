@@ -13,7 +13,9 @@ S=${LILAC_SHARED:-../shared}
 W=.cuda-wt/stage
 rm -rf "$W" && mkdir -p "$W/lab" "$W/lib" "$W/shared/fixtures"
 cp "$B/lilac" "$B/tests/gpu/gpu_test" dev/gpu_session.sh "$W/"
-strip --strip-debug "$W/lilac" "$W/gpu_test"  # the carry limit is 64 MiB
+# variants linked by dev/lean_variant.sh (build/lilac-NAME) come along
+for v in "$B"/lilac-*; do [ -f "$v" ] && cp "$v" "$W/"; done
+strip --strip-debug "$W"/lilac* "$W/gpu_test"  # the carry limit is 64 MiB
 # NOLAB=1: without the lab (smaller); LAB="gdn_chunk attn": only those lab programs
 if [ -n "${LAB:-}" ]; then for k in $LAB; do cp "$B/lab/$k" "$W/lab/"; done
 elif [ -d "$B/lab" ] && [ -z "${NOLAB:-}" ]; then cp "$B"/lab/* "$W/lab/"; fi

@@ -50,7 +50,7 @@ extern "C" {
 #include "lean.h"
 
 #define LN_TR_MAX 1024
-#define LN_TRS_HOST 40 /* LN_TRS of k_lean.cuh */
+#define LN_TRS_HOST 48 /* LN_TRS of k_lean.cuh */
 
 #define CU_TRY(call)                                                                                      \
     do {                                                                                                  \
@@ -125,6 +125,8 @@ struct cu_backend {
     unsigned long long *ln_tr;            /* LILAC_CUDA_LN_TRACE=1: [LN_TR_MAX][LN_TRS_HOST] trace records of a step */
     const char *ln_names[LN_TR_MAX];
     int fd_minpos;                        /* flash-decoding: fewest positions per split (LILAC_CUDA_FD_MINPOS; default 0: every split, 64 measured no faster) */
+    int fuse;                             /* the fused MoE kernel (k_fused.cuh: router .. down + the next layer's projection in one launch; default, LILAC_CUDA_FUSE=0 off) */
+    unsigned long long *fz_bar;           /* its grid barrier counter (device) */
     int fd_fused;                         /* flash-decoding with the q/k norm + RoPE + cache append fused in (default; LILAC_CUDA_ATTN_FUSED=0) */
     int lean_head;                        /* the lm head through k_lgemv too (default; 27 KB Q6_K stages: 146 vs 172 µs for k_gemv_q, LILAC_CUDA_LEAN_HEAD=0) */
     int ln_n, ln_steps, ln_print_at;      /* trace: records used, graphed steps, LILAC_CUDA_LN_TRACE=N prints after step N */
@@ -600,6 +602,21 @@ static void ln_trace_print(cu_backend *b, int pos) {
         fprintf(stderr, "  %-18s %5d %8.2f %9.2f %9.2f %9.2f %9.3f %6d %9.2f %8.2f\n", names[k], cnt[k], acc[k][0] / cnt[k],
                 acc[k][1] / cnt[k], acc[k][2] / cnt[k], acc[k][3] / cnt[k],
                 (acc[k][0] + acc[k][1] + acc[k][2] + acc[k][3]) / 1e3, mx[k], acc[k][4] / cnt[k], acc[k][5] / cnt[k]);
+    /* the fused MoE kernel's phases (k_fused.cuh): the last block past each point, from the last block past the wait */
+    double fz[13] = {0};
+    int nfz = 0;
+    for (int i = 1; i < b->ln_n; i++) {
+        const unsigned long long *r = h + (size_t)S * i;
+        if (strcmp(b->ln_names[i], "moe.fused")) continue;
+        const int at[13] = {7, 40, 41, 42, 43, 3, 44, 45, 46, 4, 47, 6, 2};
+        for (int j = 0; j < 13; j++) fz[j] += r[at[j]] ? ((double)r[at[j]] - (double)r[1]) / 1e3 : 0.0;
+        nfz++;
+    }
+    if (nfz)
+        fprintf(stderr, "  moe.fused phases (us after the last block past the wait, %d calls): last entry %.2f, plan %.2f, P1 %.2f, "
+                "router %.2f, shared g/u %.2f, B1+top-k %.2f, issued %.2f, 1st routed tile %.2f, g/u done %.2f, B2 %.2f, P2 %.2f, "
+                "B3 %.2f, done %.2f\n", nfz, fz[0] / nfz, fz[1] / nfz, fz[2] / nfz, fz[3] / nfz, fz[4] / nfz, fz[5] / nfz,
+                fz[6] / nfz, fz[7] / nfz, fz[8] / nfz, fz[9] / nfz, fz[10] / nfz, fz[11] / nfz, fz[12] / nfz);
     for (int i = 0; i < b->ln_n && i < 14; i++) {
         const unsigned long long *r = h + (size_t)S * i;
         fprintf(stderr, "  %-18s entry %8.2f wait %8.2f pro %8.2f tile %8.2f done %8.2f\n", b->ln_names[i], (r[0] - t0) / 1e3,
@@ -783,12 +800,13 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
     prof_begin(b);
     k_embed<<<1, 128, 0, b->st>>>(b->tok_embd, b->d_tok, b->x, H);
     prof_end(b, "embed", H * 0.6, 0);
+    int in_done = 0; /* this layer's input projection ran in the previous layer's fused MoE kernel */
     for (int l = 0; l < hp.n_layer; l++) {
         const dlayer &L = b->L[l];
         pk_layer pl;
         decode_layer_args(b, l, &pl);
         if (hp.is_attn[l]) {
-            launch_gemv(b, pl.in, "attn.qkv_gemv", &b->q1);
+            if (!in_done) launch_gemv(b, pl.in, "attn.qkv_gemv", &b->q1);
             __nv_bfloat16 *kc = s->kv + (size_t)L.attn_idx * 2 * NKV * s->n_ctx * HD, *vc = kc + (size_t)NKV * s->n_ctx * HD;
             attn_prep_args pa = {b->qg, 0, b->kb, 0, b->vb, 0, L.q_norm, L.k_norm, b->inv_freq, b->q, NULL, kc, vc,
                                  s->d_pos, NH, NKV, HD, hp.n_rot, s->n_ctx, eps};
@@ -828,7 +846,7 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
             prof_end(b, "attn.decode", (double)(s->pos + 1) * NKV * HD * 4, 0);
             launch_gemv(b, pl.out, "attn.out_gemv", &b->q2);
         } else {
-            launch_gemv(b, pl.in, "gdn.in_gemv", &b->q1);
+            if (!in_done) launch_gemv(b, pl.in, "gdn.in_gemv", &b->q1);
             gdn_args g = {b->qkv, b->ab, b->ab + HV, 0, L.conv, s->ring + (size_t)L.gdn_idx * 4 * CD,
                           s->S + (size_t)L.gdn_idx * HV * DK * DV, L.dt_bias, L.ssm_a, b->o, s->d_pos, 1, HK, HV, DV,
                           hp.gdn_v_tiled};
@@ -843,11 +861,27 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
         const moe_args &ma = pl.moe;
         /* the older MoE kernels read q1 (the quantized ffn-normed x) that the older router path
          * writes; the lean MoE kernels normalize x themselves */
-        int lean_moe_ok = b->lean && lean_moe(&ma, b->nsm, b->pdl, b->st, 0, NULL);
-        launch_gemv(b, pl.router, "moe.router_gemv", &b->q1, lean_moe_ok);
         int kf = hp.n_expert_used * hp.n_ff_exp + hp.n_ff_shexp;
         b->moe_gu_bytes = 2 * ((gmat_bytes(L.egate) / E) * hp.n_expert_used + (hp.n_ff_shexp ? gmat_bytes(L.sgate) : 0));
         b->moe_d_bytes = (gmat_bytes(L.edown) / E) * hp.n_expert_used + (hp.n_ff_shexp ? gmat_bytes(L.sdown) : 0);
+        int lean_moe_ok = b->lean && lean_moe(&ma, b->nsm, b->pdl, b->st, 0, NULL);
+        in_done = 0;
+        if (lean_moe_ok && b->fuse) {
+            /* router .. down and the next layer's input projection in one launch (k_fused.cuh) */
+            pk_layer pn;
+            if (l + 1 < hp.n_layer) decode_layer_args(b, l + 1, &pn);
+            pl.router.total_rows = 0;
+            for (int i = 0; i < pl.router.nseg; i++) pl.router.total_rows += pl.router.seg[i].W.rows;
+            prof_begin(b);
+            int r = lean_moe_fused(&ma, &pl.router, l + 1 < hp.n_layer && b->fuse != 2 ? &pn.in : NULL, b->nsm, b->pdl, b->st, b->fz_bar,
+                                   ln_slot(b, "moe.fused"));
+            prof_end(b, "moe.fused", b->moe_gu_bytes + b->moe_d_bytes, 0);
+            if (r) {
+                in_done = r == 2;
+                continue;
+            }
+        }
+        launch_gemv(b, pl.router, "moe.router_gemv", &b->q1, lean_moe_ok);
         int nu_gu = (H >> 5) / gemv_lanes(H), nu_d = (hp.n_ff_exp >> 5) / gemv_lanes(hp.n_ff_exp);
         int rounds = (hp.n_expert_used + 1 + 32 / gemv_lanes(hp.n_ff_exp) - 1) / (32 / gemv_lanes(hp.n_ff_exp));
         bool pf = !b->no_prefetch && nu_gu <= RR_NU_MAX && nu_d == 1 && rounds <= MOE_DOWN_IT && L.egate.type == L.eup.type;
@@ -1587,7 +1621,12 @@ static ll_status cu_init(cu_backend *b) {
     if (b->lean) {
         size_t cap = getenv("LILAC_CUDA_LN_SMEM") ? (size_t)LL_MAX(0, atoi(getenv("LILAC_CUDA_LN_SMEM"))) * 1024 : 0;
         CU_TRY(lean_init(cap, getenv("LILAC_CUDA_LN_CARVE") ? atoi(getenv("LILAC_CUDA_LN_CARVE")) : -1,
-                         getenv("LILAC_CUDA_LN_PAD") ? atoi(getenv("LILAC_CUDA_LN_PAD")) : 0));
+                         getenv("LILAC_CUDA_LN_PAD") ? atoi(getenv("LILAC_CUDA_LN_PAD")) : 0,
+                         getenv("LILAC_CUDA_LN_PRE") ? atoi(getenv("LILAC_CUDA_LN_PRE")) : 0));
+    }
+    if (b->lean) { /* the fused MoE kernel's grid barrier counter: its own 128-byte line */
+        LL_TRY(dev_alloc(b, (void **)&b->fz_bar, 128));
+        CU_TRY(cudaMemset(b->fz_bar, 0, 128));
     }
     if (b->lean && getenv("LILAC_CUDA_LN_TRACE") && atoi(getenv("LILAC_CUDA_LN_TRACE")) && !lean_trace_built())
         fprintf(stderr, "lilac: LILAC_CUDA_LN_TRACE needs a build with NVFLAGS_EXTRA=-DLILAC_LN_TRACE; no trace\n");
@@ -1746,6 +1785,7 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     /* the lm head stays on k_gemv_q: 172 vs 209 µs through k_lgemv (bench/results/2026-11-30-h200-s5) */
     b->lean_head = !(getenv("LILAC_CUDA_LEAN_HEAD") && !atoi(getenv("LILAC_CUDA_LEAN_HEAD")));
     b->fd_minpos = getenv("LILAC_CUDA_FD_MINPOS") ? atoi(getenv("LILAC_CUDA_FD_MINPOS")) : 0;
+    b->fuse = getenv("LILAC_CUDA_FUSE") ? atoi(getenv("LILAC_CUDA_FUSE")) : 0; /* opt-in (slower, session 7); 2: without the next projection */
     b->fd_fused = !(getenv("LILAC_CUDA_ATTN_FUSED") && !atoi(getenv("LILAC_CUDA_ATTN_FUSED")));
     b->moe_tma = !(getenv("LILAC_CUDA_MOE_TMA") && !atoi(getenv("LILAC_CUDA_MOE_TMA")));
     b->moe_tr = getenv("LILAC_CUDA_MOE_TR") ? atoi(getenv("LILAC_CUDA_MOE_TR")) : 8;

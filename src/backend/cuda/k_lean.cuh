@@ -61,7 +61,7 @@
  * its last tile in shared memory (how long the tiles after the first took to land), [7] the last block's
  * entry, then from byte 64 the SM
  * of each of the first 256 blocks (how blocks of one kernel share SMs). */
-#define LN_TRS 40
+#define LN_TRS 48 /* [40, 48): the fused MoE kernel's phase stamps (k_fused.cuh) */
 __device__ __forceinline__ unsigned long long ln_now() {
     unsigned long long t;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -114,11 +114,14 @@ __device__ __forceinline__ uint32_t ln_warp_min_u32(uint32_t v) {
 /* ids[k], w[k] (softmax over the chosen k, as topk_warp) from logits[E], E <= 256, in the calling
  * warp: each lane keeps its 8 logits in registers; a round is a lane-local max, one warp max of the
  * key and one warp min of the index among the lanes that hold it. */
+/* CG: the logits were written by other blocks of this launch (k_fused.cuh): loads bypass L1 */
+template <bool CG = false>
 __device__ __forceinline__ void ln_topk(const float *logits, int E, int k, int *ids, float *w) {
     int lane = threadIdx.x & 31;
     uint32_t key[8];
 #pragma unroll
-    for (int c = 0; c < 8; c++) key[c] = lane + 32 * c < E ? ln_fkey(logits[lane + 32 * c]) : 0u;
+    for (int c = 0; c < 8; c++)
+        key[c] = lane + 32 * c < E ? ln_fkey(CG ? __ldcg(logits + lane + 32 * c) : logits[lane + 32 * c]) : 0u;
     for (int t = 0; t < k; t++) {
         uint32_t bk = 0, bi = 0xffffffffu;
 #pragma unroll
@@ -203,6 +206,9 @@ __device__ __forceinline__ void ln_act_scale(ln_act &A, float r) {
  * The older gemv_prologue took four barriers, a scale pass and a quantization loop of 4-9 groups
  * per warp. K % 128 == 0; heads of 32, 64 or 128; RMSNorm with <= 1024 threads. */
 #define LN_PRO_PPW 2
+__device__ __forceinline__ float4 ln_ld4(const float *p, bool cg) { return cg ? __ldcg((const float4 *)p) : *(const float4 *)p; }
+/* CG: x (and z) were written by other blocks of this launch (k_fused.cuh): loads bypass L1 */
+template <bool CG = false>
 __device__ __forceinline__ float ln_prologue(const gemv_args &a, unsigned char *sm, float *red, qact *Q) {
     float *xf, *dx, *s16;
     int8_t *xq;
@@ -215,11 +221,11 @@ __device__ __forceinline__ float ln_prologue(const gemv_args &a, unsigned char *
         for (int i = 0; i < LN_PRO_PPW; i++) { /* every load of the batch first: L2 round trips overlap */
             int p = p0 + i * nw, e = 128 * p + 4 * l;
             if (p < np) {
-                xv[i] = *(const float4 *)(a.x + e);
+                xv[i] = ln_ld4(a.x + e, CG);
                 if (a.pro == PRO_RMSNORM) gv[i] = *(const float4 *)(a.g + e);
                 if (a.pro == PRO_HEADNORM_GATED) {
                     gv[i] = *(const float4 *)(a.g + (e & (a.hd - 1)));
-                    zv[i] = *(const float4 *)(a.z + e);
+                    zv[i] = ln_ld4(a.z + e, CG);
                 }
             }
         }
@@ -394,6 +400,7 @@ struct lgemv_args {
     int t0[GEMV_MAX_SEG + 1];       /* first tile of each segment; t0[nseg] = all tiles */
     int stage;                      /* bytes per ring stage */
     int nst;                        /* stages */
+    int npre;                       /* stages requested before the wait (0: all; the rest after the prologue) */
     unsigned long long *trace;      /* optional trace record (LILAC_LN_TRACE builds) */
 };
 
@@ -424,9 +431,10 @@ __global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lgemv(const __grid_cons
         locate(i, &s, &r0, &n);
         ln_copy_rows(a.seg[s].W, r0, n, L.tr[s], sm + (size_t)(i % NST) * L.stage, &bar[i % NST], true);
     };
+    int npre = L.npre > 0 && L.npre < NST ? L.npre : NST;
     if (tid == 0) {
         mbar_ring_init(bar, NST);
-        for (int i = 0; i < NST && i < mine; i++) issue(i);
+        for (int i = 0; i < npre && i < mine; i++) issue(i);
     }
     __syncthreads();
     pdl_wait();
@@ -434,6 +442,8 @@ __global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lgemv(const __grid_cons
     ln_trace(L.trace, 1);
     qact Q;
     float rn = ln_prologue(a, sm + (size_t)NST * L.stage, red, &Q);
+    if (tid == 0) /* npre < NST: x's loads went ahead of these tiles' */
+        for (int i = npre; i < NST && i < mine; i++) issue(i);
     ln_trace(L.trace, 3);
     int C = a.K >> 6, K = a.K;
     int rr = tid / C, c = tid % C;  /* this thread's row in a tile and chunk in the row */
@@ -518,15 +528,21 @@ __global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lgemv(const __grid_cons
     ln_trace(L.trace, 2);
 }
 
-/* ---- MoE gate/up + SwiGLU. Tiles: TH rows of h (TH = LN_THREADS / 2 / C), i.e. TH gate rows then the same
- * TH up rows of one slot; the shared expert's tiles come first (their weights are known before the
+/* ---- MoE gate/up + SwiGLU. Tiles: TH = LN_THREADS / C rows of h (C = H / 64 chunks per row), i.e.
+ * TH gate rows then the same TH up rows of one slot (36 KB for H = 2048); thread (row rr, chunk c)
+ * dots chunk c of gate row rr AND of up row rr, so its two dot chains are independent (ILP) and
+ * the row's C threads produce h = silu(gate) * up with no exchange between warps. (Session 6's tiles
+ * were TH/2 rows: a gate warp and an up warp met at a named barrier per tile, and a block issued
+ * twice the bulk copies after the top-k, each ~150 ns of its copy engine: bench/results/
+ * 2026-11-30-h200-s7.) The shared expert's tiles come first (their weights are known before the
  * wait), then the routed slots'. The ffn-norm prologue reads x (two kernels back) before the wait;
  * after it warp 0 computes the top-k from the router logits (the kernel just before).
- * grid <= tiles, block LN_THREADS, dynamic smem nst * LN_STAGE + qact_smem_bytes(H). Q4_K gate/up
+ * grid <= tiles, block LN_THREADS, dynamic smem nst * stage + qact_smem_bytes(H). Q4_K gate/up
  * (and shared gate/up), H % 256 == 0, H <= 2048. */
 struct lmoe_args {
     moe_args m;
     int nst;
+    int stage; /* bytes per ring stage: 2 * TH * H/256 * 144 */
     unsigned long long *tr;
 };
 
@@ -536,11 +552,10 @@ __global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lmoe_gu(const __grid_co
     __shared__ float red[32];
     __shared__ int ids[QK_MAX_TOPK];
     __shared__ float wts[QK_MAX_TOPK];
-    __shared__ float gu[2][64];     /* 2 * TH <= 64 (H / 64 >= 8) */
     const moe_args &a = L.m;
     ln_trace(L.tr, 0);
     int tid = threadIdx.x, warp = tid >> 5, NST = L.nst;
-    int C = a.H >> 6, TH = (LN_THREADS / 2) / C, nb = a.H >> 8;
+    int C = a.H >> 6, TH = LN_THREADS / C, nb = a.H >> 8;
     int nsh = a.FS / TH, T = nsh + a.k * (a.FF / TH), G = gridDim.x;
     int mine = T > (int)blockIdx.x ? (T - 1 - (int)blockIdx.x) / G + 1 : 0;
     size_t mat = (size_t)TH * nb * 144; /* gate rows, then up rows */
@@ -556,7 +571,7 @@ __global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lmoe_gu(const __grid_co
     auto issue = [&](int i) {
         const gmat *g, *u; long r0; int hrow;
         locate(i, &g, &u, &r0, &hrow);
-        unsigned char *dst = sm + (size_t)(i % NST) * LN_STAGE;
+        unsigned char *dst = sm + (size_t)(i % NST) * L.stage;
         uint64_t *b = &bar[i % NST];
         mbar_expect_tx(b, (uint32_t)(2 * mat));
         ln_copy_rows(*g, r0, TH, TH, dst, b, false);
@@ -570,7 +585,7 @@ __global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lmoe_gu(const __grid_co
     gemv_args pa = {};
     pa.pro = PRO_RMSNORM; pa.x = a.x; pa.K = a.H; pa.g = a.g; pa.eps = a.eps;
     qact Q;
-    float rn = ln_prologue(pa, sm + (size_t)NST * LN_STAGE, red, &Q); /* x is final: two kernels back */
+    float rn = ln_prologue(pa, sm + (size_t)NST * L.stage, red, &Q); /* x is final: two kernels back */
     ln_act A;
     int rr = tid / C, c = tid % C;
     ln_act_q4k(Q, 0, c, A);
@@ -596,27 +611,20 @@ __global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lmoe_gu(const __grid_co
         mbar_wait(&bar[i % NST], (uint32_t)((i / NST) & 1));
         if (i == 0) ln_trace(L.tr, 4);
         if (i == mine - 1) ln_trace(L.tr, 6);
-        const unsigned char *base = sm + (size_t)(i % NST) * LN_STAGE;
-        /* rows 0..TH-1: gate, TH..2TH-1: up (same h rows) */
-        float v = ln_dot_tile(GT_Q4_K, base + (rr < TH ? 0 : mat), TH, a.H, rr % TH, c, A, NULL);
-        int G2 = C < 32 ? C : 32;
-        for (int o = G2 >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-        if (c == 0) gu[i & 1][rr] = v;
-        bool refill = i + NST < mine; /* the same in every thread */
-        if (C == 32 && TH <= 15 && !refill) {
-            /* gate row rr (warp rr) and up row rr (warp TH + rr) meet at named barrier 1 + rr; the
-             * other warps go on to the next tile */
-            asm volatile("bar.sync %0, 64;" ::"r"(1 + rr % TH) : "memory");
-        } else {
-            __syncthreads();
+        const unsigned char *base = sm + (size_t)(i % NST) * L.stage;
+        float vg = ln_dot_tile(GT_Q4_K, base, TH, a.H, rr, c, A, NULL);
+        float vu = ln_dot_tile(GT_Q4_K, base + mat, TH, a.H, rr, c, A, NULL);
+        for (int o = (C < 32 ? C : 32) >> 1; o > 0; o >>= 1) {
+            vg += __shfl_xor_sync(0xffffffffu, vg, o);
+            vu += __shfl_xor_sync(0xffffffffu, vu, o);
         }
-        if (C == 32 ? (rr >= TH && c == 0) : tid < TH) {
-            int hr = C == 32 ? rr - TH : tid;
-            a.h[hrow + hr] = silu_f(gu[i & 1][hr]) * gu[i & 1][TH + hr];
-        }
-        if (tid == 0 && refill) {
-            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-            issue(i + NST);
+        if (c == 0) a.h[hrow + rr] = silu_f(vg) * vu;
+        if (i + NST < mine) { /* the same in every thread */
+            __syncthreads(); /* stage i % NST consumed */
+            if (tid == 0) {
+                asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+                issue(i + NST);
+            }
         }
     }
     ln_trace(L.tr, 2);

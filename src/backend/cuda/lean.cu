@@ -12,11 +12,13 @@
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "lean.h"
 
 namespace ln_impl {
 #include "k_lean.cuh"
+#include "k_fused.cuh"
 }
 using namespace ln_impl;
 
@@ -46,10 +48,13 @@ int lean_trace_built(void) {
 /* Dynamic shared memory per block of the GEMV / MoE kernels (lean_init). */
 static size_t ln_cap = LN_SMEM_MAX;
 static int ln_pad = 0; /* every launch asks for ln_cap bytes (lean_init) */
+static int ln_npre = 0;   /* k_lgemv stages requested before the wait (lean_init; 0: all) */
+static size_t fz_dyn = 0; /* dynamic shared memory of a k_fused_moe block (lean_init; 0: off) */
 #define LN_SMEM_LIMIT (220 * 1024) /* at most (<= 227 KB on sm_90) */
 
-cudaError_t lean_init(size_t smem_cap, int carveout, int pad) {
+cudaError_t lean_init(size_t smem_cap, int carveout, int pad, int npre) {
     ln_pad = pad;
+    ln_npre = npre;
     ln_cap = smem_cap == 0 ? LN_SMEM_MAX : (smem_cap < 32768 ? 32768 : (smem_cap > LN_SMEM_LIMIT ? LN_SMEM_LIMIT : smem_cap));
     int lim = (int)ln_cap;
     cudaError_t e = cudaFuncSetAttribute(k_lgemv<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, lim);
@@ -64,10 +69,30 @@ cudaError_t lean_init(size_t smem_cap, int carveout, int pad) {
         if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lmoe_down<GT_Q4_K>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
         if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lmoe_down<GT_Q6_K>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
     }
-    return e;
+    if (e != cudaSuccess) return e;
+    /* the fused MoE kernel: one block per SM with the most dynamic shared memory an SM allows; left
+     * off (fz_dyn 0, lean_moe_fused launches nothing) where one block does not fit */
+    int dev = 0, optin = 0;
+    cudaFuncAttributes fa;
+    if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) == cudaSuccess &&
+        cudaFuncGetAttributes(&fa, k_fused_moe<GT_Q4_K>) == cudaSuccess) {
+        size_t dyn = ((size_t)optin - fa.sharedSizeBytes - 1024) & ~(size_t)1023;
+        int occ4 = 0, occ6 = 0;
+        if (cudaFuncSetAttribute(k_fused_moe<GT_Q4_K>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dyn) == cudaSuccess &&
+            cudaFuncSetAttribute(k_fused_moe<GT_Q6_K>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dyn) == cudaSuccess &&
+            cudaFuncSetAttribute(k_fused_moe<GT_Q4_K>, cudaFuncAttributePreferredSharedMemoryCarveout, 100) == cudaSuccess &&
+            cudaFuncSetAttribute(k_fused_moe<GT_Q6_K>, cudaFuncAttributePreferredSharedMemoryCarveout, 100) == cudaSuccess &&
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ4, k_fused_moe<GT_Q4_K>, FZ_THREADS, dyn) == cudaSuccess &&
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ6, k_fused_moe<GT_Q6_K>, FZ_THREADS, dyn) == cudaSuccess && occ4 >= 1 &&
+            occ6 >= 1)
+            fz_dyn = dyn;
+    }
+    cudaGetLastError(); /* a refused attribute only leaves the fused kernel off */
+    return cudaSuccess;
 }
 
 static int ln_min(int a, int b) { return a < b ? a : b; }
+static size_t ln_maxz(size_t a, size_t b) { return a > b ? a : b; }
 /* Dynamic shared memory of a launch that needs `need` bytes: with ln_pad the whole ln_cap, so that
  * two blocks of one kernel cannot share an SM whatever else is resident. */
 static size_t ln_smem(size_t need) { return ln_pad && need < ln_cap ? ln_cap : need; }
@@ -85,16 +110,14 @@ static int ln_tile_rows(int WT, int K, int rows, int threads, size_t stage) {
     return tr;
 }
 
-int lean_gemv(const void *args, int nsm, int pdl, cudaStream_t st, unsigned long long *tr) {
-    const gemv_args &a = *(const gemv_args *)args;
+/* The tiles of a GEMV (segments, rows per tile, first tile of each) in stages of `stage` bytes:
+ * the number of tiles, 0 when the kernel does not handle the shapes or types. */
+static int ln_gemv_plan(const gemv_args &a, size_t stage, lgemv_args *L) {
     int K = a.K, C = K >> 6;
     if (a.nseg < 1 || K % 256 || (C & (C - 1)) || C > LN_THREADS) return 0;
     if (a.pro == PRO_HEADNORM_GATED && a.hd != 32 && a.hd != 64 && a.hd != 128) return 0; /* ln_prologue's heads */
-    lgemv_args L = {};
-    L.a = a;
-    L.trace = tr;
-    /* the lm head (argmax) takes stages of whole Q6_K tiles: 16 rows of 2048 = 27 KB, every thread busy */
-    size_t stage = a.argmax ? LN_STAGE_HEAD : LN_STAGE;
+    memset(L, 0, sizeof(*L));
+    L->a = a;
     int T = 0;
     for (int s = 0; s < a.nseg; s++) {
         const gmat &W = a.seg[s].W;
@@ -104,29 +127,42 @@ int lean_gemv(const void *args, int nsm, int pdl, cudaStream_t st, unsigned long
         int tr = W.type == GT_BF16 && (8 * LN_THREADS) % K == 0 && 8 * LN_THREADS / K <= 15 ? 8 * LN_THREADS / K
                                                                                               : ln_tile_rows(W.type, K, W.rows, LN_THREADS, stage);
         if (tr < 1) return 0;
-        L.tr[s] = tr;
-        L.t0[s] = T;
+        L->tr[s] = tr;
+        L->t0[s] = T;
         T += (W.rows + tr - 1) / tr;
     }
-    L.t0[a.nseg] = T;
+    L->t0[a.nseg] = T;
+    L->stage = (int)stage;
+    return T;
+}
+
+int lean_gemv(const void *args, int nsm, int pdl, cudaStream_t st, unsigned long long *tr) {
+    const gemv_args &a = *(const gemv_args *)args;
+    lgemv_args L;
+    /* the lm head (argmax) takes stages of whole Q6_K tiles: 16 rows of 2048 = 27 KB, every thread busy */
+    size_t stage = a.argmax ? LN_STAGE_HEAD : LN_STAGE;
+    int T = ln_gemv_plan(a, stage, &L);
+    if (T == 0) return 0;
+    L.trace = tr;
     int G = ln_min(T, nsm * LN_BPS), mine = (T + G - 1) / G;
-    size_t qb = qact_smem_bytes(K), cap = a.argmax ? LN_SMEM_HEAD : ln_cap;
+    size_t qb = qact_smem_bytes(a.K), cap = a.argmax ? LN_SMEM_HEAD : ln_cap;
     if (qb + stage > cap) return 0;
-    L.stage = (int)stage;
     L.nst = ln_min(ln_min(LN_MAX_ST, mine), (int)((cap - qb) / stage));
+    L.npre = ln_npre;
     size_t need = (size_t)L.nst * L.stage + qb;
     ln_launch(a.argmax ? k_lgemv<true> : k_lgemv<false>, G, LN_THREADS, a.argmax ? need : ln_smem(need), pdl, st, L);
     return 1;
 }
 
-int lean_moe(const void *args, int nsm, int pdl, cudaStream_t st, int which, unsigned long long *tr) {
-    const moe_args &m = *(const moe_args *)args;
+/* The lean MoE geometry (gate/up tile rows TH, down rows per tile R and stage bytes); 0 when the
+ * kernels do not handle the shapes or types. */
+static int ln_moe_geom(const moe_args &m, int *pTH, int *pR, size_t *pdstage) {
     int H = m.H, C = H >> 6, WT = m.down.type;
     /* gate/up: Q4_K, 8 <= H/64 <= 32 (a tile is 256/C h rows of gate and of up) */
     if (H % 256 || C < 8 || C > 32 || m.E > 256 || m.E < m.k || m.k < 1 || m.k > QK_MAX_TOPK) return 0;
     if (m.gate.type != GT_Q4_K || m.up.type != GT_Q4_K || m.gate.cols != H || m.up.cols != H) return 0;
-    int TH = (LN_THREADS / 2) / C;
-    if (m.FF % TH) return 0;
+    int TH = LN_THREADS / C; /* k_lmoe_gu: TH gate + TH up rows per tile */
+    if (m.FF % TH || (m.FS && m.FS % TH)) return 0;
     if (m.FS && (m.sgate.type != GT_Q4_K || m.sup.type != GT_Q4_K || m.FS != m.FF || m.sdown.type != WT)) return 0;
     /* down: Q4_K / Q6_K rows of FF columns, 8 <= FF/64 <= 32 */
     int Cd = m.FF >> 6, nslot = m.k + (m.FS ? 1 : 0);
@@ -138,15 +174,28 @@ int lean_moe(const void *args, int nsm, int pdl, cudaStream_t st, int which, uns
     size_t dstage = (size_t)nslot * R * ln_row_bytes(WT, m.FF);
     int kf = m.k * m.FF + m.FS;
     size_t qh = qact_smem_bytes(kf), qx = qact_smem_bytes(H);
-    if (dstage % 16 || qh + dstage > ln_cap || qx + LN_STAGE > ln_cap) return 0;
+    if (dstage % 16 || qh + dstage > ln_cap || qx + 2 * (size_t)TH * (H >> 8) * 144 > ln_cap) return 0;
+    *pTH = TH;
+    *pR = R;
+    *pdstage = dstage;
+    return 1;
+}
 
+int lean_moe(const void *args, int nsm, int pdl, cudaStream_t st, int which, unsigned long long *tr) {
+    const moe_args &m = *(const moe_args *)args;
+    int TH, R, H = m.H, WT = m.down.type;
+    size_t dstage;
+    if (!ln_moe_geom(m, &TH, &R, &dstage)) return 0;
+    int kf = m.k * m.FF + m.FS;
+    size_t qh = qact_smem_bytes(kf), qx = qact_smem_bytes(H);
     if (which & 1) {
         lmoe_args L = {};
         L.m = m;
         L.tr = tr;
         int T = m.FS / TH + m.k * (m.FF / TH), G = ln_min(T, nsm * LN_BPS), mine = (T + G - 1) / G;
-        L.nst = ln_min(ln_min(LN_MAX_ST, mine), (int)((ln_cap - qx) / LN_STAGE));
-        ln_launch(k_lmoe_gu, G, LN_THREADS, ln_smem((size_t)L.nst * LN_STAGE + qx), pdl, st, L);
+        L.stage = 2 * TH * (H >> 8) * 144;
+        L.nst = ln_min(ln_min(LN_MAX_ST, mine), (int)((ln_cap - qx) / L.stage));
+        ln_launch(k_lmoe_gu, G, LN_THREADS, ln_smem((size_t)L.nst * L.stage + qx), pdl, st, L);
     }
     if (which & 2) {
         lmoe_down_args D = {};
@@ -159,4 +208,82 @@ int lean_moe(const void *args, int nsm, int pdl, cudaStream_t st, int which, uns
         ln_launch(WT == GT_Q4_K ? k_lmoe_down<GT_Q4_K> : k_lmoe_down<GT_Q6_K>, G, LN_DOWN_THREADS, ln_smem((size_t)D.nst * dstage + qh), pdl, st, D);
     }
     return 1;
+}
+
+/* Rows of every BF16 segment on the split path (tr * K == 8 * LN_THREADS) and K / 64 <= 32: the
+ * shapes fz_gemv_tile handles. */
+static int fz_gemv_ok(const lgemv_args &L) {
+    if ((L.a.K >> 6) > 32) return 0;
+    for (int s = 0; s < L.a.nseg; s++)
+        if (L.a.seg[s].W.type == GT_BF16 && L.tr[s] * L.a.K != 8 * LN_THREADS) return 0;
+    return 1;
+}
+
+int lean_moe_fused(const void *moe, const void *router, const void *tail, int nsm, int pdl, cudaStream_t st, unsigned long long *gbar,
+                   unsigned long long *tr) {
+    const moe_args &m = *(const moe_args *)moe;
+    const gemv_args &ra = *(const gemv_args *)router;
+    int TH, R, WT = m.down.type;
+    size_t dstage;
+    if (!fz_dyn || !gbar || !ln_moe_geom(m, &TH, &R, &dstage)) return 0;
+    TH = (LN_THREADS / 2) / (m.H >> 6); /* k_fused_moe's gate/up tiles: TH gate rows + TH up rows over the block */
+    if (m.FF % TH || m.FS % TH) return 0;
+    /* down tiles for FZ_THREADS threads: R rows x nslot slots x FF/64 chunks, the last tile of H
+     * possibly short (Q6_K: R * FF/256 % 8 == 0 for the d copies, and R | H) */
+    int nslot = m.k + (m.FS ? 1 : 0), nbd = m.FF >> 8;
+    R = (FZ_THREADS / (m.FF >> 6)) / nslot;
+    if (WT == GT_Q6_K) {
+        while (R > 0 && (R * nbd) % 8) R--;
+        if (R > 0 && m.H % R) return 0;
+    }
+    if (R < 1) return 0;
+    dstage = (size_t)nslot * R * ln_row_bytes(WT, m.FF);
+    fz_args F;
+    memset(&F, 0, sizeof(F));
+    F.m = m;
+    F.R = R;
+    F.dstage = (int)dstage;
+    F.gbar = gbar;
+    F.tr = tr;
+    /* the router: its prologue is the MoE's (the ffn norm of x), its rows BF16 on the split path
+     * (so the Q4_K activation slice of the gate/up tiles is never replaced) */
+    int nR = ln_gemv_plan(ra, LN_STAGE, &F.r);
+    if (!nR || ra.K != m.H || ra.pro != PRO_RMSNORM || ra.x != m.x || ra.g != m.g || ra.argmax || !fz_gemv_ok(F.r)) return 0;
+    for (int s = 0; s < ra.nseg; s++)
+        if (ra.seg[s].W.type != GT_BF16) return 0;
+    int nT = 0;
+    if (tail) {
+        const gemv_args &ta = *(const gemv_args *)tail;
+        lgemv_args T;
+        nT = ta.pro == PRO_RMSNORM && !ta.argmax ? ln_gemv_plan(ta, LN_STAGE, &T) : 0;
+        if (nT && fz_gemv_ok(T)) F.t = T;
+        else nT = 0;
+    }
+    F.c[FZ_R] = 0;
+    F.c[FZ_S] = nR;
+    F.c[FZ_G] = F.c[FZ_S] + m.FS / TH;
+    F.c[FZ_D] = F.c[FZ_G] + m.k * (m.FF / TH);
+    F.c[FZ_T] = F.c[FZ_D] + (m.H + R - 1) / R;
+    F.c[FZ_NK] = F.c[FZ_T] + nT;
+    int G = nsm;
+    if ((F.c[FZ_NK] + G - 1) / G > FZ_MAXT) return 0;
+    size_t qa = qact_smem_bytes(m.H), qk = qact_smem_bytes(m.k * m.FF + m.FS);
+    if (qk > qa) qa = qk;
+    if (nT && qact_smem_bytes(F.t.a.K) > qa) qa = qact_smem_bytes(F.t.a.K);
+    qa = (qa + 127) & ~(size_t)127;
+    if (qa + 64 * 1024 > fz_dyn) return 0;
+    F.cap = (int)((fz_dyn - qa) & ~(size_t)127);
+    /* the T tiles' region (at most ceil(nT / G) tiles per block) must leave room for two of the
+     * largest other tiles */
+    size_t big = dstage > (size_t)LN_STAGE ? dstage : (size_t)LN_STAGE, bigT = 0;
+    for (int s = 0; s < F.r.a.nseg; s++) big = ln_maxz(big, (size_t)F.r.tr[s] * ln_row_bytes(F.r.a.seg[s].W.type, F.r.a.K));
+    for (int s = 0; nT && s < F.t.a.nseg; s++) bigT = ln_maxz(bigT, (size_t)F.t.tr[s] * ln_row_bytes(F.t.a.seg[s].W.type, F.t.a.K));
+    if (2 * big > (size_t)F.cap) return 0;
+    if (nT && (size_t)((nT + G - 1) / G) * bigT + 2 * big > (size_t)F.cap) { /* no room: without the tail */
+        nT = 0;
+        memset(&F.t, 0, sizeof(F.t));
+        F.c[FZ_NK] = F.c[FZ_T];
+    }
+    ln_launch(WT == GT_Q4_K ? k_fused_moe<GT_Q4_K> : k_fused_moe<GT_Q6_K>, G, FZ_THREADS, (size_t)F.cap + qa, pdl, st, F);
+    return nT ? 2 : 1;
 }

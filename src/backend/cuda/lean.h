@@ -21,8 +21,10 @@
  * LILAC_CUDA_LN_CARVE=0|1 set them. pad: every launch asks for the whole smem_cap, not just the
  * ring it fills (LILAC_CUDA_LN_PAD=1): the small kernels (the router's 64 blocks, MoE down) then
  * cannot double up on an SM either, but a kernel's blocks enter an SM only as the previous
- * kernel's leave (measured slower: 445 vs 475 tok/s). */
-cudaError_t lean_init(size_t smem_cap, int carveout, int pad);
+ * kernel's leave (measured slower: 445 vs 475 tok/s). npre: a dense GEMV requests only its first npre
+ * stages before griddepcontrol.wait and the rest after its prologue (0: all before;
+ * LILAC_CUDA_LN_PRE). */
+cudaError_t lean_init(size_t smem_cap, int carveout, int pad, int npre);
 /* 1 when lean.cu was built with -DLILAC_LN_TRACE (the kernels stamp trace records). */
 int lean_trace_built(void);
 /* y_s (+)= W_s x̂ (gemv_args without argmax): k_lgemv. */
@@ -31,5 +33,14 @@ int lean_gemv(const void *gemv_args, int nsm, int pdl, cudaStream_t st, unsigned
  * only, 2 down only, 3 both (the per-kernel profile times them apart). Returns 0 (nothing launched)
  * unless both kernels apply. */
 int lean_moe(const void *moe_args, int nsm, int pdl, cudaStream_t st, int which, unsigned long long *tr);
+
+/* One launch for a layer's MoE (router logits, top-k, gate/up + SwiGLU, down + combine + residual:
+ * the same results as lean_gemv(router) + lean_moe) and, when tail != NULL, the next layer's input
+ * projection (a gemv_args with the RMSNorm prologue), k_fused.cuh. One block per SM (nsm blocks,
+ * grid barriers through *gbar: a device u64, zero at first use, shared by every launch on the stream
+ * and never reset). Returns 2 when it launched with the tail, 1 without it (the tail's shapes were
+ * not handled: the caller launches it), 0 when nothing was launched. */
+int lean_moe_fused(const void *moe_args, const void *router_gemv_args, const void *tail_gemv_args, int nsm, int pdl, cudaStream_t st,
+                   unsigned long long *gbar, unsigned long long *tr);
 
 #endif
