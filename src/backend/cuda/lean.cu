@@ -48,13 +48,15 @@ int lean_trace_built(void) {
 /* Dynamic shared memory per block of the GEMV / MoE kernels (lean_init). */
 static size_t ln_cap = LN_SMEM_MAX;
 static int ln_pad = 0; /* every launch asks for ln_cap bytes (lean_init) */
-static int ln_npre = 0;   /* k_lgemv stages requested before the wait (lean_init; 0: all) */
+static int ln_pair = 1;   /* k_lgemv's paired Q4_K tiles (lean_init; LILAC_CUDA_LN_PAIR=0 off) */
+static int ln_npre = 2;   /* k_lgemv stages requested before the wait (lean_init; 0: all) */
 static size_t fz_dyn = 0; /* dynamic shared memory of a k_fused_moe block (lean_init; 0: off) */
 #define LN_SMEM_LIMIT (220 * 1024) /* at most (<= 227 KB on sm_90) */
 
-cudaError_t lean_init(size_t smem_cap, int carveout, int pad, int npre) {
+cudaError_t lean_init(size_t smem_cap, int carveout, int pad, int npre, int pair) {
     ln_pad = pad;
     ln_npre = npre;
+    ln_pair = pair;
     ln_cap = smem_cap == 0 ? LN_SMEM_MAX : (smem_cap < 32768 ? 32768 : (smem_cap > LN_SMEM_LIMIT ? LN_SMEM_LIMIT : smem_cap));
     int lim = (int)ln_cap;
     cudaError_t e = cudaFuncSetAttribute(k_lgemv<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, lim);
@@ -126,6 +128,9 @@ static int ln_gemv_plan(const gemv_args &a, size_t stage, lgemv_args *L) {
         /* BF16: rows split over the whole block where 8 elements per thread cover them (k_lgemv) */
         int tr = W.type == GT_BF16 && (8 * LN_THREADS) % K == 0 && 8 * LN_THREADS / K <= 15 ? 8 * LN_THREADS / K
                                                                                               : ln_tile_rows(W.type, K, W.rows, LN_THREADS, stage);
+        /* Q4_K rows of <= 32 chunks in a stage that holds twice a thread-per-chunk tile: paired
+         * (k_lgemv: a thread dots two rows) */
+        if (W.type == GT_Q4_K && C <= 32 && stage >= (size_t)2 * (LN_THREADS / C) * ln_row_bytes(GT_Q4_K, K)) tr = 2 * (LN_THREADS / C);
         if (tr < 1) return 0;
         L->tr[s] = tr;
         L->t0[s] = T;
@@ -139,8 +144,9 @@ static int ln_gemv_plan(const gemv_args &a, size_t stage, lgemv_args *L) {
 int lean_gemv(const void *args, int nsm, int pdl, cudaStream_t st, unsigned long long *tr) {
     const gemv_args &a = *(const gemv_args *)args;
     lgemv_args L;
-    /* the lm head (argmax) takes stages of whole Q6_K tiles: 16 rows of 2048 = 27 KB, every thread busy */
-    size_t stage = a.argmax ? LN_STAGE_HEAD : LN_STAGE;
+    /* the lm head (argmax) takes stages of whole Q6_K tiles: 16 rows of 2048 = 27 KB, every thread
+     * busy; rows of <= 32 chunks take stages of paired Q4_K tiles (36 KB at K = 2048) */
+    size_t stage = a.argmax ? LN_STAGE_HEAD : (ln_pair && (a.K >> 6) <= 32 ? 2 * LN_STAGE : LN_STAGE);
     int T = ln_gemv_plan(a, stage, &L);
     if (T == 0) return 0;
     L.trace = tr;

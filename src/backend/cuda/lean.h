@@ -22,9 +22,11 @@
  * ring it fills (LILAC_CUDA_LN_PAD=1): the small kernels (the router's 64 blocks, MoE down) then
  * cannot double up on an SM either, but a kernel's blocks enter an SM only as the previous
  * kernel's leave (measured slower: 445 vs 475 tok/s). npre: a dense GEMV requests only its first npre
- * stages before griddepcontrol.wait and the rest after its prologue (0: all before;
- * LILAC_CUDA_LN_PRE). */
-cudaError_t lean_init(size_t smem_cap, int carveout, int pad, int npre);
+ * stages before griddepcontrol.wait and the rest after its prologue (0: all before; LILAC_CUDA_LN_PRE,
+ * default 2: 514 -> 521 tok/s, the prologue's loads of x no longer queue behind a whole burst).
+ * pair: Q4_K rows of <= 32 chunks in tiles of twice the rows, a thread dotting two (LILAC_CUDA_LN_PAIR,
+ * default 1). */
+cudaError_t lean_init(size_t smem_cap, int carveout, int pad, int npre, int pair);
 /* 1 when lean.cu was built with -DLILAC_LN_TRACE (the kernels stamp trace records). */
 int lean_trace_built(void);
 /* y_s (+)= W_s x̂ (gemv_args without argmax): k_lgemv. */
