@@ -1622,7 +1622,7 @@ static ll_status cu_init(cu_backend *b) {
         size_t cap = getenv("LILAC_CUDA_LN_SMEM") ? (size_t)LL_MAX(0, atoi(getenv("LILAC_CUDA_LN_SMEM"))) * 1024 : 0;
         CU_TRY(lean_init(cap, getenv("LILAC_CUDA_LN_CARVE") ? atoi(getenv("LILAC_CUDA_LN_CARVE")) : -1,
                          getenv("LILAC_CUDA_LN_PAD") ? atoi(getenv("LILAC_CUDA_LN_PAD")) : 0,
-                         getenv("LILAC_CUDA_LN_PRE") ? atoi(getenv("LILAC_CUDA_LN_PRE")) : 2,
+                         getenv("LILAC_CUDA_LN_PRE") ? atoi(getenv("LILAC_CUDA_LN_PRE")) : 1,
                          !(getenv("LILAC_CUDA_LN_PAIR") && !atoi(getenv("LILAC_CUDA_LN_PAIR")))));
     }
     if (b->lean) { /* the fused MoE kernel's grid barrier counter: its own 128-byte line */

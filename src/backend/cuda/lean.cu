@@ -49,7 +49,7 @@ int lean_trace_built(void) {
 static size_t ln_cap = LN_SMEM_MAX;
 static int ln_pad = 0; /* every launch asks for ln_cap bytes (lean_init) */
 static int ln_pair = 1;   /* k_lgemv's paired Q4_K tiles (lean_init; LILAC_CUDA_LN_PAIR=0 off) */
-static int ln_npre = 2;   /* k_lgemv stages requested before the wait (lean_init; 0: all) */
+static int ln_npre = 1;   /* k_lgemv stages requested before the wait (lean_init; 0: all) */
 static size_t fz_dyn = 0; /* dynamic shared memory of a k_fused_moe block (lean_init; 0: off) */
 #define LN_SMEM_LIMIT (220 * 1024) /* at most (<= 227 KB on sm_90) */
 

@@ -23,7 +23,8 @@
  * cannot double up on an SM either, but a kernel's blocks enter an SM only as the previous
  * kernel's leave (measured slower: 445 vs 475 tok/s). npre: a dense GEMV requests only its first npre
  * stages before griddepcontrol.wait and the rest after its prologue (0: all before; LILAC_CUDA_LN_PRE,
- * default 2: 514 -> 521 tok/s, the prologue's loads of x no longer queue behind a whole burst).
+ * default 1: the prologue's loads of x no longer queue behind the whole burst; session 7 measured
+ * 538.6 / 527.5 / 521.8 tok/s for 1 / 2 / 3 with paired tiles, 521 vs 514 for 2 vs all without).
  * pair: Q4_K rows of <= 32 chunks in tiles of twice the rows, a thread dotting two (LILAC_CUDA_LN_PAIR,
  * default 1). */
 cudaError_t lean_init(size_t smem_cap, int carveout, int pad, int npre, int pair);
