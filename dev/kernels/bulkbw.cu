@@ -8,6 +8,8 @@
  *   async        all 512 threads issue 16-byte cp.async for the same bytes, then wait_all
  * The question (session 6 trace): a lean block's last tile lands ~5 µs after its first, i.e. its
  * 108 KB arrive at ~20 GB/s. Is that the copy engine of one SM (bulk), the DRAM, or the launch?
+ * Session 7 added equal-byte configs cut into many small copies: the fused MoE kernel's trace said a
+ * copy issued after the top-k costs ~150 ns of the copy engine whatever its size.
  * Output: per config, µs per launch and GB/s over the grid.
  */
 #include "lab.cuh"
@@ -52,6 +54,9 @@ int main() {
     struct cfg { int N, S, mode; } cs[] = {
         {6, 18432, 0}, {12, 9216, 0}, {3, 36864, 0}, {1, 110592, 0}, {24, 4608, 0}, {2, 18432, 0}, {1, 18432, 0},
         {10, 18432, 0}, {6, 18432, 1}, {2, 18432, 1}, {10, 18432, 1},
+        /* session 7: does a copy's count cost more than its bytes? ~41 KB per block as the MoE down's
+         * two tiles (36 copies of 2 KB and 224 B there), as 2 x 20.7 KB, and as 256 B copies */
+        {36, 1152, 0}, {2, 20736, 0}, {162, 256, 0}, {81, 512, 0}, {20, 2048, 0},
     };
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));

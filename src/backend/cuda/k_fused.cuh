@@ -107,15 +107,7 @@ __device__ __forceinline__ void fz_gemv_tile(const lgemv_args &L, int tt, const 
     };
     if (W.type == GT_BF16) {
         int P = K >> 3, rb = tid / P, pp = tid % P, wpb = P >> 5;
-        float v = 0.0f;
-        if (work && rb < n) {
-            uint4 u = *(const uint4 *)(base + (size_t)rb * K * 2 + 16 * pp);
-            float4 xa = *(const float4 *)(Q.xf + 8 * pp), xb = *(const float4 *)(Q.xf + 8 * pp + 4);
-            v = __uint_as_float(u.x << 16) * xa.x + __uint_as_float(u.x & 0xffff0000u) * xa.y +
-                __uint_as_float(u.y << 16) * xa.z + __uint_as_float(u.y & 0xffff0000u) * xa.w +
-                __uint_as_float(u.z << 16) * xb.x + __uint_as_float(u.z & 0xffff0000u) * xb.y +
-                __uint_as_float(u.w << 16) * xb.z + __uint_as_float(u.w & 0xffff0000u) * xb.w;
-        }
+        float v = work && rb < n ? ln_dot_bf16x8(base + (size_t)rb * K * 2 + 16 * pp, Q.xf + 8 * pp) : 0.0f;
         for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
         if (lane == 0) part[par][warp] = v;
         __syncthreads();

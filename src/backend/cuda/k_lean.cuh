@@ -346,6 +346,17 @@ __device__ __forceinline__ float ln_dot_bf16(const unsigned char *w, const float
     return acc;
 }
 
+/* 8 BF16 weights (16 bytes of shared memory) times 8 fp32 activations: a thread's share of a BF16
+ * row split over the whole block (the router's path). */
+__device__ __forceinline__ float ln_dot_bf16x8(const unsigned char *w, const float *xf) {
+    uint4 u = *(const uint4 *)w;
+    float4 xa = *(const float4 *)xf, xb = *(const float4 *)(xf + 4);
+    return __uint_as_float(u.x << 16) * xa.x + __uint_as_float(u.x & 0xffff0000u) * xa.y +
+           __uint_as_float(u.y << 16) * xa.z + __uint_as_float(u.y & 0xffff0000u) * xa.w +
+           __uint_as_float(u.z << 16) * xb.x + __uint_as_float(u.z & 0xffff0000u) * xb.y +
+           __uint_as_float(u.w << 16) * xb.z + __uint_as_float(u.w & 0xffff0000u) * xb.w;
+}
+
 /* Bytes of one row of a K-column matrix in a tile. */
 __host__ __device__ static inline int ln_row_bytes(int WT, int K) {
     return WT == GT_Q4_K ? (K >> 8) * 144 : (WT == GT_Q6_K ? (K >> 8) * 210 : K * 2);
@@ -484,15 +495,7 @@ __global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lgemv(const __grid_cons
              * router: 2 rows per tile, 129 tiles of 8 KB instead of 65 of 16 KB with 3/4 of the
              * threads idle); the row's warps meet at named barrier 1 + row */
             int P = K >> 3, rb = tid / P, pp = tid % P, wpb = P >> 5;
-            float v = 0.0f;
-            if (rb < n) {
-                uint4 u = *(const uint4 *)(base + (size_t)rb * K * 2 + 16 * pp);
-                float4 xa = *(const float4 *)(Q.xf + 8 * pp), xb = *(const float4 *)(Q.xf + 8 * pp + 4);
-                v = __uint_as_float(u.x << 16) * xa.x + __uint_as_float(u.x & 0xffff0000u) * xa.y +
-                    __uint_as_float(u.y << 16) * xa.z + __uint_as_float(u.y & 0xffff0000u) * xa.w +
-                    __uint_as_float(u.z << 16) * xb.x + __uint_as_float(u.z & 0xffff0000u) * xb.y +
-                    __uint_as_float(u.w << 16) * xb.z + __uint_as_float(u.w & 0xffff0000u) * xb.w;
-            }
+            float v = rb < n ? ln_dot_bf16x8(base + (size_t)rb * K * 2 + 16 * pp, Q.xf + 8 * pp) : 0.0f;
             for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
             row_reduce(v, i, s, r0, rb, n, wpb, wpb > 1 && L.tr[s] <= 15 && !refill, rn);
             if (tid == 0 && refill) {
