@@ -2,6 +2,12 @@
  * k_fused.cuh — one launch for a layer's whole MoE (router, top-k, gate/up + SwiGLU, down + combine
  * + residual) and the NEXT layer's input projection (issue 6, session 7).
  *
+ * OPT-IN (LILAC_CUDA_FUSE=1; 2 without the next projection) and measured SLOWER than the lean chain
+ * it replaces: 340 / 376 vs 499 tok/s at 4K (bench/results/2026-11-30-h200-s7: copies issued after
+ * the top-k cost ~150 ns each of the copy engine, a grid barrier costs what a PDL boundary costs, and
+ * one 16-warp block per SM computes a tile in ~1.5 µs even with its data present). Kept as the
+ * starting point of a design that fixes those, with GPU tests passing on it.
+ *
  * Why (bench/results/2026-11-30-h200-s6, dev/kernels/NOTES.md): the lean chain router -> gate/up ->
  * down -> next in-projection paid, at every boundary, a launch, a prologue and a cold weight burst
  * (~3.5 µs before the first bytes land, lab bulkbw.cu) that could only start when the previous
