@@ -56,6 +56,38 @@ __device__ __forceinline__ void pdl_wait() {
 #endif
 }
 
+/* The in-graph trace's stamps (k_lean.cuh explains the record; a build with -DLILAC_LN_TRACE). */
+__device__ __forceinline__ unsigned long long ln_now() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+#ifdef LILAC_LN_TRACE
+__device__ __forceinline__ void ln_trace(unsigned long long *tr, int k) {
+    if (!tr || threadIdx.x != 0) return;
+    if (k == 0) {
+        unsigned smid;
+        asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
+        if (blockIdx.x < 256) ((unsigned char *)(tr + 8))[blockIdx.x] = (unsigned char)smid;
+        if (blockIdx.x == 0) { tr[0] = ln_now(); tr[5] = gridDim.x; }
+        atomicMax(tr + 7, ln_now());
+    } else {
+        atomicMax(tr + k, ln_now());
+    }
+}
+#else
+/* compiled out by default: the stamps cost the kernels registers (spills) even when tr == NULL */
+__device__ __forceinline__ void ln_trace(unsigned long long *, int) {}
+#endif
+
+/* 16-byte asynchronous copy global -> shared (cp.async, sm_80+; src_bytes 0 writes zeros), its
+ * commit and the wait until at most N of this thread's committed groups are still in flight */
+__device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"((uint32_t)__cvta_generic_to_shared(dst)), "l"(src), "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

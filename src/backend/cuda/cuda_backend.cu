@@ -127,6 +127,12 @@ struct cu_backend {
     int fd_minpos;                        /* flash-decoding: fewest positions per split (LILAC_CUDA_FD_MINPOS; default 0: every split, 64 measured no faster) */
     int fuse;                             /* the fused MoE kernel (k_fused.cuh: router .. down + the next layer's projection in one launch; default, LILAC_CUDA_FUSE=0 off) */
     unsigned long long *fz_bar;           /* its grid barrier counter (device) */
+    int gdn_fuse;                         /* GDN step + out-projection in one launch (k_lgdn.cuh; default; LILAC_CUDA_GDN_FUSE=0 off,
+                                           * 2: the heads' shares by fp32 atomics, not reproducible) */
+    int gdn_pre;                          /* k_lgdn: 1 W slice, 2 state requested before the wait (LILAC_CUDA_GDN_PRE, default 1:
+                                           * 546.6 tok/s vs 543.8 with both, 538.0 state only, 534.2 neither) */
+    float *gdn_part;                      /* k_lgdn: [HV][H] the heads' shares of the output projection */
+    unsigned *gdn_cnt;                    /* k_lgdn: arrival counters (LG_MAX_PARTS; zeroed once) */
     int fd_fused;                         /* flash-decoding with the q/k norm + RoPE + cache append fused in (default; LILAC_CUDA_ATTN_FUSED=0) */
     int lean_head;                        /* the lm head through k_lgemv too (default; 27 KB Q6_K stages: 146 vs 172 µs for k_gemv_q, LILAC_CUDA_LEAN_HEAD=0) */
     int ln_n, ln_steps, ln_print_at;      /* trace: records used, graphed steps, LILAC_CUDA_LN_TRACE=N prints after step N */
@@ -834,7 +840,9 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
                     da.inv_freq = b->inv_freq;
                     da.n_rot = hp.n_rot;
                     da.eps = eps;
+                    da.tr = ln_slot(b, "attn.fd");
                     launch_pdl(b, k_attn_decode_fd<8, false>, dim3(NKV, ns), dim3(FD_WARPS * 32), fsm, da);
+                    da.tr = NULL;
                 } else if (HD == 256) launch_pdl(b, k_attn_decode_fd<8>, dim3(NKV, ns), dim3(FD_WARPS * 32), fsm, da);
                 else if (HD == 128) launch_pdl(b, k_attn_decode_fd<4>, dim3(NKV, ns), dim3(FD_WARPS * 32), fsm, da);
                 else launch_pdl(b, k_attn_decode_fd<2>, dim3(NKV, ns), dim3(FD_WARPS * 32), fsm, da);
@@ -842,7 +850,10 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
                 size_t smem = attn_decode_smem(NH / NKV, HD, s->CH);
                 k_attn_decode<<<dim3(NKV, s->max_splits), 256, smem, b->st>>>(da);
             }
-            launch_pdl(b, k_attn_combine, dim3(NH), dim3(ATT_COMB_THREADS), 0, da);
+            da.tr = b->fd_ns && fused ? ln_slot(b, "attn.combine") : NULL;
+            /* 64 dims of a head per block: 4 x the blocks, each reading a quarter of the partials */
+            launch_pdl(b, k_attn_combine, dim3(NH, HD % 64 == 0 && HD > 64 ? HD / 64 : 1), dim3(ATT_COMB_THREADS), 0, da);
+            da.tr = NULL;
             prof_end(b, "attn.decode", (double)(s->pos + 1) * NKV * HD * 4, 0);
             launch_gemv(b, pl.out, "attn.out_gemv", &b->q2);
         } else {
@@ -850,13 +861,21 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
             gdn_args g = {b->qkv, b->ab, b->ab + HV, 0, L.conv, s->ring + (size_t)L.gdn_idx * 4 * CD,
                           s->S + (size_t)L.gdn_idx * HV * DK * DV, L.dt_bias, L.ssm_a, b->o, s->d_pos, 1, HK, HV, DV,
                           hp.gdn_v_tiled};
-            prof_begin(b);
-            dim3 gg(HV, DV / 16); /* 2 warps x 8 value columns per block */
-            if (DK == 128) launch_pdl(b, k_gdn_step<128, true>, gg, dim3(64), 0, g);
-            else if (DK == 64) launch_pdl(b, k_gdn_step<64, true>, gg, dim3(64), 0, g);
-            else launch_pdl(b, k_gdn_step<32, true>, gg, dim3(64), 0, g);
-            prof_end(b, "gdn.step", (double)HV * DK * DV * 8, 0);
-            launch_gemv(b, pl.out, "gdn.out_gemv", &b->q2);
+            if (b->lean && b->gdn_fuse && lean_gdn(&g, DK, &pl.out, b->gdn_part, b->gdn_cnt, 3, 0, b->st, NULL, 0)) {
+                /* step + gated norm + out-projection in one launch (k_lgdn.cuh) */
+                prof_begin(b);
+                lean_gdn(&g, DK, &pl.out, b->gdn_part, b->gdn_fuse == 2 ? NULL : b->gdn_cnt, b->gdn_pre, b->pdl, b->st,
+                         ln_slot(b, "gdn.fused"), 1);
+                prof_end(b, "gdn.fused", gmat_bytes(L.wout) + (double)HV * DK * DV * 8, 0);
+            } else {
+                prof_begin(b);
+                dim3 gg(HV, DV / 16); /* 2 warps x 8 value columns per block */
+                if (DK == 128) launch_pdl(b, k_gdn_step<128, true>, gg, dim3(64), 0, g);
+                else if (DK == 64) launch_pdl(b, k_gdn_step<64, true>, gg, dim3(64), 0, g);
+                else launch_pdl(b, k_gdn_step<32, true>, gg, dim3(64), 0, g);
+                prof_end(b, "gdn.step", (double)HV * DK * DV * 8, 0);
+                launch_gemv(b, pl.out, "gdn.out_gemv", &b->q2);
+            }
         }
         const moe_args &ma = pl.moe;
         /* the older MoE kernels read q1 (the quantized ffn-normed x) that the older router path
@@ -1628,6 +1647,10 @@ static ll_status cu_init(cu_backend *b) {
     if (b->lean) { /* the fused MoE kernel's grid barrier counter: its own 128-byte line */
         LL_TRY(dev_alloc(b, (void **)&b->fz_bar, 128));
         CU_TRY(cudaMemset(b->fz_bar, 0, 128));
+        /* k_lgdn's shares and arrival counters */
+        LL_TRY(dev_alloc(b, (void **)&b->gdn_part, (size_t)LL_MAX(1, hp.gdn_n_v_heads) * hp.n_embd * 4));
+        LL_TRY(dev_alloc(b, (void **)&b->gdn_cnt, 128));
+        CU_TRY(cudaMemset(b->gdn_cnt, 0, 128));
     }
     if (b->lean && getenv("LILAC_CUDA_LN_TRACE") && atoi(getenv("LILAC_CUDA_LN_TRACE")) && !lean_trace_built())
         fprintf(stderr, "lilac: LILAC_CUDA_LN_TRACE needs a build with NVFLAGS_EXTRA=-DLILAC_LN_TRACE; no trace\n");
@@ -1786,6 +1809,8 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     /* the lm head stays on k_gemv_q: 172 vs 209 µs through k_lgemv (bench/results/2026-11-30-h200-s5) */
     b->lean_head = !(getenv("LILAC_CUDA_LEAN_HEAD") && !atoi(getenv("LILAC_CUDA_LEAN_HEAD")));
     b->fd_minpos = getenv("LILAC_CUDA_FD_MINPOS") ? atoi(getenv("LILAC_CUDA_FD_MINPOS")) : 0;
+    b->gdn_pre = getenv("LILAC_CUDA_GDN_PRE") ? atoi(getenv("LILAC_CUDA_GDN_PRE")) & 3 : 1;
+    b->gdn_fuse = !(getenv("LILAC_CUDA_GDN_FUSE") && !atoi(getenv("LILAC_CUDA_GDN_FUSE")));
     b->fuse = getenv("LILAC_CUDA_FUSE") ? atoi(getenv("LILAC_CUDA_FUSE")) : 0; /* opt-in (slower, session 7); 2: without the next projection */
     b->fd_fused = !(getenv("LILAC_CUDA_ATTN_FUSED") && !atoi(getenv("LILAC_CUDA_ATTN_FUSED")));
     b->moe_tma = !(getenv("LILAC_CUDA_MOE_TMA") && !atoi(getenv("LILAC_CUDA_MOE_TMA")));

@@ -125,6 +125,7 @@ struct attn_dec_args {
     const float *inv_freq;        /* [n_rot/2] */
     int n_rot;
     float eps;
+    unsigned long long *tr;       /* optional trace record of this launch (LILAC_LN_TRACE builds) */
 };
 
 /* dynamic smem: attn_decode_smem(G, HD, CH) bytes. The block's K and V rows are first copied to
@@ -259,9 +260,15 @@ __device__ __forceinline__ void attn_combine_part(const attn_dec_args &a, int h,
 __global__ void __launch_bounds__(ATT_COMB_THREADS) k_attn_combine(const attn_dec_args a) {
     __shared__ float ws[ATT_COMB_MAXS];
     __shared__ float part[ATT_COMB_THREADS];
+    ln_trace(a.tr, 0);
     pdl_trigger();
     pdl_wait();
-    attn_combine_part(a, blockIdx.x, 0, a.HD, ws, part);
+    ln_trace(a.tr, 1);
+    ln_trace(a.tr, 3); /* no prologue or tiles: the trace's columns stay readable */
+    ln_trace(a.tr, 4);
+    int nd = a.HD / gridDim.y; /* grid (NH, HD / nd): a head's dims over several blocks, fewer partials each */
+    attn_combine_part(a, blockIdx.x, blockIdx.y * nd, nd, ws, part);
+    ln_trace(a.tr, 2);
 }
 
 /* ---- prefill flash attention (WMMA bf16) */

@@ -26,6 +26,7 @@
 #define FD_G 8      /* query heads per kv head the kernel is built for (G <= FD_G) */
 #define FD_TILE 2   /* positions per warp iteration (4: ~180 registers, one block per SM) */
 #define FD_WARPS 8
+#define FD_PF 64    /* cached rows per split prefetched into L2 before the wait (past the warps' first tiles) */
 
 /* dynamic smem: q [G][HD] fp32 + per-warp states for the merge */
 __host__ __device__ static inline size_t attn_fd_smem(int HD) {
@@ -77,17 +78,18 @@ __device__ __forceinline__ void fd_load_row(const __nv_bfloat16 *p, float *out) 
     }
 }
 
-/* One head row of HD = 32 * DPL values (lane: dims [lane*DPL, (lane+1)*DPL)) normalised with gain g,
- * partially rotated (NeoX pairs i, i + n_rot/2, as attn_prep_block) at position p and scaled by sc,
- * through xs (HD floats of this warp's shared memory). Whole warp. */
+/* One head row of HD = 32 * DPL values (lane: dims [lane*DPL, (lane+1)*DPL), loaded: xin) normalised with gain g,
+ * partially rotated (NeoX pairs i, i + n_rot/2, as attn_prep_block; fr: the n_rot/2 inverse
+ * frequencies) at position p and scaled by sc, through xs (HD floats of this warp's shared memory).
+ * Whole warp. */
 template <int DPL>
-__device__ __forceinline__ void fd_norm_rope(const attn_dec_args &a, const float *src, const float *g, int p, float sc,
+__device__ __forceinline__ void fd_norm_rope(const attn_dec_args &a, const float xin[DPL], const float *g, const float *fr, int p, float sc,
                                              float *xs, float out[DPL]) {
     constexpr int HD = 32 * DPL;
     int lane = threadIdx.x & 31;
     float x[DPL], ss = 0.0f;
 #pragma unroll
-    for (int d = 0; d < DPL; d++) { x[d] = src[lane * DPL + d]; ss += x[d] * x[d]; }
+    for (int d = 0; d < DPL; d++) { x[d] = xin[d]; ss += x[d] * x[d]; }
     float r = rsqrtf(warp_sum(ss) / (float)HD + a.eps);
 #pragma unroll
     for (int d = 0; d < DPL; d++) { x[d] *= r * g[lane * DPL + d]; xs[lane * DPL + d] = x[d]; }
@@ -100,7 +102,7 @@ __device__ __forceinline__ void fd_norm_rope(const attn_dec_args &a, const float
         if (d < a.n_rot) {
             int i = d < half ? d : d - half;
             float sn, cs;
-            sincosf((float)p * a.inv_freq[i], &sn, &cs);
+            sincosf((float)p * fr[i], &sn, &cs);
             y = d < half ? x[k] * cs - xs[d + half] * sn : x[k] * cs + xs[d - half] * sn;
         }
         out[k] = y * sc;
@@ -111,28 +113,42 @@ __device__ __forceinline__ void fd_norm_rope(const attn_dec_args &a, const float
 /* k_attn_prep's work inside a flash-decoding block (attn_dec_args.fused): the G query heads of kv
  * head kvh into qs [FD_G][HD], and when `last` (the block of the split that ends at position p) the
  * current K and V rows into the cache. Warp w takes heads w, w + FD_WARPS, ...; the last warp the K
- * row. xs: FD_WARPS * HD floats of scratch. */
+ * row. xs: FD_WARPS * HD floats of scratch; gq, gk, fr: the q and k norm gains and the inverse
+ * frequencies, in shared memory. */
 template <int DPL>
-__device__ __forceinline__ void attn_fd_prep(const attn_dec_args &a, int kvh, int p, bool last, float *qs, float *xs) {
+__device__ __forceinline__ void attn_fd_prep(const attn_dec_args &a, int kvh, int p, bool last, float *qs, float *xs, const float *gq,
+                                             const float *gk, const float *fr) {
     constexpr int HD = 32 * DPL;
     int w = threadIdx.x >> 5, lane = threadIdx.x & 31, G = a.NH / a.NKV;
-    float *xw = xs + w * HD, v[DPL];
+    float *xw = xs + w * HD, v[DPL], xq[DPL], xk[DPL], xv[DPL];
+    bool kv = last && w == FD_WARPS - 1;
+    /* every load of the warp at once (the head's q, and the K / V rows for the appending warp): one
+     * round trip to L2 instead of three */
     for (int g = w; g < FD_G; g += FD_WARPS) {
-        if (g < G) fd_norm_rope<DPL>(a, a.qg + (long)(kvh * G + g) * 2 * HD, a.q_norm, p, rsqrtf((float)HD), xw, v);
+        const float *src = a.qg + (long)(kvh * G + g) * 2 * HD + lane * DPL;
+#pragma unroll
+        for (int d = 0; d < DPL; d++) xq[d] = g < G ? src[d] : 0.0f;
+        if (kv && g == w)
+#pragma unroll
+            for (int d = 0; d < DPL; d++) {
+                xk[d] = a.kraw[(long)kvh * HD + lane * DPL + d];
+                xv[d] = a.vraw[(long)kvh * HD + lane * DPL + d];
+            }
+        if (g < G) fd_norm_rope<DPL>(a, xq, gq, fr, p, rsqrtf((float)HD), xw, v);
         else
 #pragma unroll
             for (int d = 0; d < DPL; d++) v[d] = 0.0f;
 #pragma unroll
         for (int d = 0; d < DPL; d++) qs[g * HD + lane * DPL + d] = v[d];
     }
-    if (last && w == FD_WARPS - 1) {
-        fd_norm_rope<DPL>(a, a.kraw + (long)kvh * HD, a.k_norm, p, 1.0f, xw, v);
+    if (kv) {
+        fd_norm_rope<DPL>(a, xk, gk, fr, p, 1.0f, xw, v);
         __nv_bfloat16 *kc = (__nv_bfloat16 *)a.kc + ((long)kvh * a.n_ctx + p) * HD + lane * DPL;
         __nv_bfloat16 *vc = (__nv_bfloat16 *)a.vc + ((long)kvh * a.n_ctx + p) * HD + lane * DPL;
 #pragma unroll
         for (int d = 0; d < DPL; d++) {
             kc[d] = __float2bfloat16(v[d]);
-            vc[d] = __float2bfloat16(a.vraw[(long)kvh * HD + lane * DPL + d]);
+            vc[d] = __float2bfloat16(xv[d]);
         }
     }
 }
@@ -140,23 +156,58 @@ __device__ __forceinline__ void attn_fd_prep(const attn_dec_args &a, int kvh, in
 /* One block (FD_WARPS warps) of k_attn_decode_fd: kv head kvh, split `split` of NS; fsm: dynamic
  * shared memory of attn_fd_smem(HD) bytes. */
 template <int DPL, bool NC>
-__device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, int split, int NS, float *fsm) {
+__device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, int split, int NS, float *fsm, bool pdl = false) {
     constexpr int HD = 32 * DPL;
     float *qs = fsm;                              /* [FD_G][HD] */
     float *wo = qs + FD_G * HD;                   /* [FD_WARPS][FD_G][HD] */
     float *wml = wo + FD_WARPS * FD_G * HD;       /* [FD_WARPS][FD_G][2] */
+    /* in wo until the merge: the prep's scratch [FD_WARPS][HD], then the q / k norm gains and the
+     * inverse frequencies */
+    float *gq = wo + FD_WARPS * HD, *gk = gq + HD, *fr = gk + HD;
     int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int G = a.NH / a.NKV;
-    int n = *a.pos + 1;
+    int n = *a.pos + 1; /* written by the previous step's k_finish: final before this step's first kernel */
     NS = attn_fd_used(NS, a.minpos, n);
     if (split >= NS) return; /* a split past those this context needs (uniform in the block) */
     int lo = (int)((long)split * n / NS), hi = (int)((long)(split + 1) * n / NS);
-    if (a.fused) attn_fd_prep<DPL>(a, kvh, n - 1, split == NS - 1, qs, wo); /* wo is free until the merge */
+    /* the prep's weights into shared memory and (PDL: before the wait) the split's cached K/V rows,
+     * all but position n - 1 which this launch appends, on their way into L2, so that the loop
+     * below starts on L2 hits instead of DRAM round trips */
+    if (a.fused) {
+        for (int i = threadIdx.x; i < HD; i += blockDim.x) { gq[i] = a.q_norm[i]; gk[i] = a.k_norm[i]; }
+        for (int i = threadIdx.x; i < a.n_rot / 2; i += blockDim.x) fr[i] = a.inv_freq[i];
+    }
+    const __nv_bfloat16 *K = a.kc + (long)kvh * a.n_ctx * HD + lane * DPL;
+    const __nv_bfloat16 *V = a.vc + (long)kvh * a.n_ctx * HD + lane * DPL;
+    float kr[FD_TILE][DPL], vr[FD_TILE][DPL];
+    int t0 = lo + w * FD_TILE;
+    /* PDL: this warp's first tile is loaded before the wait when it holds only cached rows (not
+     * position n - 1); rows past it (at most FD_PF per split: more would only evict each other
+     * at long contexts) are prefetched into L2 */
+    bool early = pdl && t0 < hi && min(t0 + FD_TILE - 1, hi - 1) < n - 1;
+    if (early)
+#pragma unroll
+        for (int j = 0; j < FD_TILE; j++) {
+            int p = min(t0 + j, hi - 1);
+            fd_load_row<DPL, NC>(K + (long)p * HD, kr[j]);
+            fd_load_row<DPL, NC>(V + (long)p * HD, vr[j]);
+        }
+    if (pdl) {
+        int last = min(min(hi, n - 1), lo + FD_PF), lines = HD * 2 / 128; /* 128-byte lines per row */
+        for (int i = threadIdx.x + FD_WARPS * FD_TILE * 2 * lines; i < 2 * (last - lo) * lines; i += blockDim.x) {
+            int r = i / (2 * lines), k = i % (2 * lines);
+            const __nv_bfloat16 *base = (k < lines ? a.kc : a.vc) + ((long)kvh * a.n_ctx + lo + r) * HD;
+            asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)base + 128 * (k % lines)));
+        }
+        pdl_wait();
+        ln_trace(a.tr, 1);
+    }
+    __syncthreads(); /* the weights in shared memory */
+    if (a.fused) attn_fd_prep<DPL>(a, kvh, n - 1, split == NS - 1, qs, wo, gq, gk, fr); /* wo is free until the merge */
     else
         for (int i = threadIdx.x; i < FD_G * HD; i += blockDim.x) qs[i] = i < G * HD ? a.q[(long)kvh * G * HD + i] : 0.0f;
     __syncthreads(); /* fused: the block's own K/V row of position n-1 is visible to its plain loads (NC = false) */
-    const __nv_bfloat16 *K = a.kc + (long)kvh * a.n_ctx * HD + lane * DPL;
-    const __nv_bfloat16 *V = a.vc + (long)kvh * a.n_ctx * HD + lane * DPL;
+    ln_trace(a.tr, 3);
     float m[FD_G], l[FD_G], o[FD_G][DPL];
 #pragma unroll
     for (int g = 0; g < FD_G; g++) {
@@ -164,14 +215,15 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
 #pragma unroll
         for (int d = 0; d < DPL; d++) o[g][d] = 0.0f;
     }
-    for (int t0 = lo + w * FD_TILE; t0 < hi; t0 += FD_WARPS * FD_TILE) {
-        float kr[FD_TILE][DPL], vr[FD_TILE][DPL];
+    for (; t0 < hi; t0 += FD_WARPS * FD_TILE) {
+        if (!early)
 #pragma unroll
-        for (int j = 0; j < FD_TILE; j++) {
-            int p = min(t0 + j, hi - 1); /* past the end: a valid row, masked below */
-            fd_load_row<DPL, NC>(K + (long)p * HD, kr[j]);
-            fd_load_row<DPL, NC>(V + (long)p * HD, vr[j]);
-        }
+            for (int j = 0; j < FD_TILE; j++) {
+                int p = min(t0 + j, hi - 1); /* past the end: a valid row, masked below */
+                fd_load_row<DPL, NC>(K + (long)p * HD, kr[j]);
+                fd_load_row<DPL, NC>(V + (long)p * HD, vr[j]);
+            }
+        early = false;
         float s[FD_TILE][FD_G];
 #pragma unroll
         for (int j = 0; j < FD_TILE; j++) {
@@ -207,6 +259,7 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
             m[g] = mt;
         }
     }
+    ln_trace(a.tr, 4);
     /* merge the 8 warps' states */
 #pragma unroll
     for (int g = 0; g < FD_G; g++) {
@@ -240,9 +293,10 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
 template <int DPL, bool NC = true>
 __global__ void __launch_bounds__(FD_WARPS * 32) k_attn_decode_fd(const attn_dec_args a) {
     extern __shared__ __align__(16) float fsm[];
+    ln_trace(a.tr, 0);
     pdl_trigger();
-    pdl_wait();
-    attn_fd_block<DPL, NC>(a, blockIdx.x, blockIdx.y, gridDim.y, fsm);
+    attn_fd_block<DPL, NC>(a, blockIdx.x, blockIdx.y, gridDim.y, fsm, true); /* waits after its prefetch */
+    ln_trace(a.tr, 2);
 }
 
 #endif

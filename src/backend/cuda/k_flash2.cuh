@@ -44,12 +44,6 @@ __device__ __forceinline__ void fl2_mma(float *d, uint32_t a0, uint32_t a1, uint
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
-/* 16-byte async copy global -> shared; src_bytes 0 writes zeros */
-__device__ __forceinline__ void fl2_cp16(void *dst, const void *src, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(fl2_smem_addr(dst)), "l"(src), "r"(src_bytes));
-}
-__device__ __forceinline__ void fl2_cp_commit() { asm volatile("cp.async.commit_group;"); }
-template <int N> __device__ __forceinline__ void fl2_cp_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
 __device__ __forceinline__ uint32_t fl2_pack(float lo, float hi) {
     __nv_bfloat162 p = __floats2bfloat162_rn(lo, hi);
     return *(uint32_t *)&p;
@@ -72,7 +66,7 @@ __global__ void __launch_bounds__(256, 1) k_flash2_prefill(const flash_args a) {
     for (int i = tid; i < FL2_G * FL2_QR * (HD / 8); i += 256) {
         int r = i / (HD / 8), c8 = (i % (HD / 8)) * 8, hw = r / FL2_QR, qi = r % FL2_QR;
         bool ok = qi < nq;
-        fl2_cp16(Qs + r * LD + c8, ok ? (const void *)(a.q + (long)(q0 + qi) * a.NH * HD + (kvh * FL2_G + hw) * HD + c8) : (const void *)a.q,
+        cp_async16(Qs + r * LD + c8, ok ? (const void *)(a.q + (long)(q0 + qi) * a.NH * HD + (kvh * FL2_G + hw) * HD + c8) : (const void *)a.q,
                  ok ? 16 : 0);
     }
     auto load_kv = [&](int j, int buf) {
@@ -82,12 +76,12 @@ __global__ void __launch_bounds__(256, 1) k_flash2_prefill(const flash_args a) {
             int r = i / (HD / 8), c8 = (i % (HD / 8)) * 8;
             bool ok = k0 + r < nkeys;
             long off = ok ? (long)(k0 + r) * HD + c8 : 0;
-            fl2_cp16(kd + r * LD + c8, Kg + off, ok ? 16 : 0);
-            fl2_cp16(vd + r * LD + c8, Vg + off, ok ? 16 : 0);
+            cp_async16(kd + r * LD + c8, Kg + off, ok ? 16 : 0);
+            cp_async16(vd + r * LD + c8, Vg + off, ok ? 16 : 0);
         }
     };
     load_kv(0, 0);
-    fl2_cp_commit(); /* group 0: Q + tile 0 */
+    cp_async_commit(); /* group 0: Q + tile 0 */
     float o[NT][4];
 #pragma unroll
     for (int n = 0; n < NT; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
@@ -100,8 +94,8 @@ __global__ void __launch_bounds__(256, 1) k_flash2_prefill(const flash_args a) {
     for (int j = 0; j < ntiles; j++) {
         int buf = j & 1;
         if (j + 1 < ntiles) load_kv(j + 1, buf ^ 1);
-        fl2_cp_commit();
-        fl2_cp_wait<1>();
+        cp_async_commit();
+        cp_async_wait<1>();
         __syncthreads();
         const __nv_bfloat16 *Kb = Ks + buf * FL2_BC * LD, *Vb = Vs + buf * FL2_BC * LD;
         /* S = Q K^T: 8 n-tiles of 8 keys */
@@ -176,7 +170,7 @@ __global__ void __launch_bounds__(256, 1) k_flash2_prefill(const flash_args a) {
         }
         __syncthreads(); /* buffer buf is refilled by the next iteration's prefetch */
     }
-    fl2_cp_wait<0>();
+    cp_async_wait<0>();
     /* out = O / l * sigmoid(gate) */
     float il0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, il1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
 #pragma unroll

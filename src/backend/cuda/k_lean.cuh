@@ -62,29 +62,6 @@
  * entry, then from byte 64 the SM
  * of each of the first 256 blocks (how blocks of one kernel share SMs). */
 #define LN_TRS 48 /* [40, 48): the fused MoE kernel's phase stamps (k_fused.cuh) */
-__device__ __forceinline__ unsigned long long ln_now() {
-    unsigned long long t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-}
-#ifdef LILAC_LN_TRACE
-__device__ __forceinline__ void ln_trace(unsigned long long *tr, int k) {
-    if (!tr || threadIdx.x != 0) return;
-    if (k == 0) {
-        unsigned smid;
-        asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
-        if (blockIdx.x < 256) ((unsigned char *)(tr + 8))[blockIdx.x] = (unsigned char)smid;
-        if (blockIdx.x == 0) { tr[0] = ln_now(); tr[5] = gridDim.x; }
-        atomicMax(tr + 7, ln_now());
-    } else {
-        atomicMax(tr + k, ln_now());
-    }
-}
-#else
-/* compiled out by default: the stamps cost the kernels registers (spills) even when tr == NULL */
-__device__ __forceinline__ void ln_trace(unsigned long long *, int) {}
-#endif
-
 /* ---- top-k with warp reductions (redux.sync): the same result as topk_warp (ties: lower index) */
 
 __device__ __forceinline__ uint32_t ln_fkey(float v) {
@@ -196,6 +173,25 @@ __device__ __forceinline__ void ln_act_scale(ln_act &A, float r) {
     A.f0 *= r; A.f1 *= r; A.g0 *= r; A.g1 *= r;
 }
 
+/* Elements [e, e + 4) of x̂ = v into the qact buffers (fp32 and q8, its 32-element group's scale and
+ * 16-element sums): lane l of a warp whose 8 consecutive lanes hold one group (e = 4 l + const). */
+__device__ __forceinline__ void ln_quant_store4(float4 v, int e, int l, float *xf, int8_t *xq, float *dx, float *s16) {
+    *(float4 *)(xf + e) = v;
+    float am = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
+    am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, 1));
+    am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, 2));
+    am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, 4));
+    float d = am * (1.0f / 127.0f), id = am > 0.0f ? 127.0f / am : 0.0f;
+    int q0 = __float2int_rn(v.x * id), q1 = __float2int_rn(v.y * id);
+    int q2 = __float2int_rn(v.z * id), q3 = __float2int_rn(v.w * id);
+    *(int *)(xq + e) = (q0 & 0xff) | ((q1 & 0xff) << 8) | ((q2 & 0xff) << 16) | ((q3 & 0xff) << 24);
+    int t = q0 + q1 + q2 + q3;
+    t += __shfl_xor_sync(0xffffffffu, t, 1);
+    t += __shfl_xor_sync(0xffffffffu, t, 2);
+    if ((l & 7) == 0) dx[e >> 5] = d;
+    if ((l & 3) == 0) s16[e >> 4] = d * (float)t;
+}
+
 /* ---- the prologue: x̂ = transform(x) (RMSNorm / gated head norm / plain, a.pro) quantized to q8 in
  * shared memory (qact layout of k_gemv.cuh, plus x̂ in fp32 for BF16 rows) with ONE __syncthreads.
  * Warp w takes the 128-element pieces w, w + nw, ... (LN_PRO_PPW of them loaded at once), a lane 4
@@ -246,20 +242,7 @@ __device__ __forceinline__ float ln_prologue(const gemv_args &a, unsigned char *
                 v.z = v.z * r * gv[i].z * silu_f(zv[i].z);
                 v.w = v.w * r * gv[i].w * silu_f(zv[i].w);
             }
-            *(float4 *)(xf + e) = v;
-            float am = fmaxf(fmaxf(fabsf(v.x), fabsf(v.y)), fmaxf(fabsf(v.z), fabsf(v.w)));
-            am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, 1));
-            am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, 2));
-            am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, 4));
-            float d = am * (1.0f / 127.0f), id = am > 0.0f ? 127.0f / am : 0.0f;
-            int q0 = __float2int_rn(v.x * id), q1 = __float2int_rn(v.y * id);
-            int q2 = __float2int_rn(v.z * id), q3 = __float2int_rn(v.w * id);
-            *(int *)(xq + e) = (q0 & 0xff) | ((q1 & 0xff) << 8) | ((q2 & 0xff) << 16) | ((q3 & 0xff) << 24);
-            int t = q0 + q1 + q2 + q3;
-            t += __shfl_xor_sync(0xffffffffu, t, 1);
-            t += __shfl_xor_sync(0xffffffffu, t, 2);
-            if ((l & 7) == 0) dx[e >> 5] = d;
-            if ((l & 3) == 0) s16[e >> 4] = d * (float)t;
+            ln_quant_store4(v, e, l, xf, xq, dx, s16);
         }
     }
     if (a.pro == PRO_RMSNORM) {

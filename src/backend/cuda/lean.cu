@@ -19,6 +19,7 @@
 namespace ln_impl {
 #include "k_lean.cuh"
 #include "k_fused.cuh"
+#include "k_lgdn.cuh"
 }
 using namespace ln_impl;
 
@@ -89,6 +90,10 @@ cudaError_t lean_init(size_t smem_cap, int carveout, int pad, int npre, int pair
             occ6 >= 1)
             fz_dyn = dyn;
     }
+    /* k_lgdn: 13 KB static + up to 41 KB dynamic is past the 48 KB default */
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lgdn, cudaFuncAttributeMaxDynamicSharedMemorySize, 512 * 80 + (int)qact_smem_bytes(LG_D));
+    if (carveout != 0 && e == cudaSuccess) e = cudaFuncSetAttribute(k_lgdn, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+    if (e != cudaSuccess) return e;
     cudaGetLastError(); /* a refused attribute only leaves the fused kernel off */
     return cudaSuccess;
 }
@@ -292,4 +297,34 @@ int lean_moe_fused(const void *moe, const void *router, const void *tail, int ns
     }
     ln_launch(WT == GT_Q4_K ? k_fused_moe<GT_Q4_K> : k_fused_moe<GT_Q6_K>, G, FZ_THREADS, (size_t)F.cap + qa, pdl, st, F);
     return nT ? 2 : 1;
+}
+
+int lean_gdn(const void *gdn, int dk, const void *out, float *part, unsigned *cnt, int pre, int pdl, cudaStream_t st,
+             unsigned long long *tr, int launch) {
+    const gdn_args &g = *(const gdn_args *)gdn;
+    const gemv_args &o = *(const gemv_args *)out;
+    if (dk != LG_D || g.DV != LG_D || g.T != 1 || g.HK < 1 || g.HV % g.HK) return 0;
+    if (o.pro != PRO_HEADNORM_GATED || o.nseg != 1 || o.hd != LG_D || o.K != g.HV * LG_D || o.argmax) return 0;
+    const gemv_seg &sg = o.seg[0];
+    int H = sg.W.rows;
+    if (sg.W.type != GT_Q4_K || sg.W.cols != o.K || sg.epi != EPI_ADD) return 0;
+    /* rows per block: a multiple of 256 (thread pairs x rows), parts per head dividing 16 warps */
+    int R = H % 512 == 0 ? 512 : (H % 256 == 0 ? 256 : 0);
+    if (R == 0 || 16 % (H / R) || (g.HV & (g.HV - 1)) || H / R > LG_MAX_PARTS) return 0;
+    if (!launch) return 1;
+    lgdn_args L;
+    memset(&L, 0, sizeof(L));
+    L.g = g;
+    L.z = o.z;
+    L.gain = o.g;
+    L.eps = o.eps;
+    L.W = sg.W;
+    L.x = sg.y;
+    L.R = R;
+    L.part = part;
+    L.cnt = cnt;
+    L.pre = pre;
+    L.tr = tr;
+    ln_launch(k_lgdn, g.HV * (H / R), LG_THREADS, (size_t)R * 80 + qact_smem_bytes(LG_D), pdl, st, L);
+    return 1;
 }

@@ -46,4 +46,15 @@ int lean_moe(const void *moe_args, int nsm, int pdl, cudaStream_t st, int which,
 int lean_moe_fused(const void *moe_args, const void *router_gemv_args, const void *tail_gemv_args, int nsm, int pdl, cudaStream_t st,
                    unsigned long long *gbar, unsigned long long *tr);
 
+/* A GDN layer's decode step and output projection in one launch (k_lgdn.cuh): gdn is the step's
+ * gdn_args (T = 1), dk its key head size, out the output projection's gemv_args (the gated head
+ * norm prologue, one Q4_K segment added into the residual). part: device [HV][H] floats for the
+ * heads' shares; cnt: LG_MAX_PARTS (16) device counters, zero at first use and never reset (NULL:
+ * the shares go into x by fp32 atomics, whose order and last bits vary from run to run). pre: what
+ * is requested before griddepcontrol.wait (1 the W slice, 2 the state; 3 both). Returns 0
+ * (nothing launched) outside DK = DV = 128, power-of-two HV and Q4_K rows of 256 | H; with launch 0
+ * only says whether it would launch. */
+int lean_gdn(const void *gdn, int dk, const void *out, float *part, unsigned *cnt, int pre, int pdl, cudaStream_t st,
+             unsigned long long *tr, int launch);
+
 #endif

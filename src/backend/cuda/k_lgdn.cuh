@@ -1,0 +1,225 @@
+/*
+ * k_lgdn.cuh — one launch for a GDN layer's decode step AND its output projection (issue 6,
+ * session 8): conv + SiLU, q/k L2 norm, gates, the recurrent update, the gated RMSNorm and
+ * x += W_out y, split by head.
+ *
+ * Why: the chain in -> step -> out paid two kernel boundaries between the in-projection's end and
+ * the out-projection's, ~11 µs per GDN layer in the in-graph trace (session 7: the step's wait
+ * release, its L2 loads, its drain, then the out-projection's wait release and a gated-norm
+ * prologue that read o and z back from L2). The output projection is split by K instead of by
+ * rows: y's head h only meets columns [128h, 128h + 128) of W_out, so the block that computed
+ * head h's o can do that head's share of every output row. The shares meet in a buffer, and the
+ * last block of a row part to arrive sums them in head order into x: reproducible bits (fp32
+ * atomics into x, the other choice, make the sum's order vary from run to run).
+ *
+ * Geometry: grid HV * P blocks (P = H / R parts per head), block 512 threads = 16 warps x 8 value
+ * columns x 4 key-row groups of 32 (DK = DV = 128): block (h, part) computes the WHOLE head's step
+ * (the 64 KB state in registers, 32 values per thread, as k_gdn_step) so that it has all of o_h
+ * for the norm and its slice of W_out without any exchange between blocks; it writes back only
+ * its part's 128 / P state columns (and part 0 the conv ring), so the P blocks of a head read the
+ * state P times (L2) but write it once. Then rows [part * R, part * R + R) of W_out's 128 columns of
+ * head h: R x (64 qs bytes + the 16-byte scales of the row's superblock) = 40 KB at R = 512,
+ * requested with cp.async at entry, before the wait, like the conv inputs of earlier positions
+ * (only the in-projection's outputs are the previous kernel's). The state is loaded after the
+ * wait by default (lgdn_args.pre): four blocks reading each head's 64 KB while the in-projection
+ * streams its 14 MB slowed that projection more than it saved (session 8: 546.6 tok/s with the
+ * state after the wait, 543.8 before, 539.5 for the two kernels this one replaces).
+ *
+ * Dynamic shared memory: [R * 64 qs][R * 16 meta][qact of 128 elements].
+ */
+#ifndef LILAC_K_LGDN_CUH
+#define LILAC_K_LGDN_CUH
+
+#include "k_gdn.cuh"
+#include "k_lean.cuh"
+
+#define LG_THREADS 512
+#define LG_D 128 /* DK = DV */
+#define LG_MAX_PARTS 16 /* row parts per head (the arrival counters the host allocates) */
+
+struct lgdn_args {
+    gdn_args g;          /* the step's arguments (T = 1; g.o is not used) */
+    const float *z;      /* [HV * DV] the gate input of the gated norm (in-projection output) */
+    const float *gain;   /* [DV] gated norm gain */
+    float eps;
+    gmat W;              /* out projection [H][HV * DV], Q4_K */
+    float *x;            /* [H] the residual: x += W y */
+    int R;               /* output rows per block */
+    float *part;         /* [HV][H] the heads' shares of W y */
+    unsigned *cnt;       /* [H / R] arrivals per row part (NULL: atomics into x, not reproducible) */
+    int pre;             /* requested before the wait: 1 the W slice, 2 the state (default 3) */
+    unsigned long long *tr; /* optional trace record (LILAC_LN_TRACE builds) */
+};
+
+__global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ lgdn_args L) {
+    extern __shared__ __align__(16) unsigned char sm[];
+    __shared__ float cv[3 * LG_D];  /* conv + SiLU of this head's q, k, v channels */
+    __shared__ float zs[LG_D];      /* z of head h */
+    __shared__ float os[LG_D];      /* o_h = S^T q */
+    __shared__ __align__(16) float4 cws[3 * LG_D];  /* their conv weights */
+    __shared__ __align__(16) float hs[3][3 * LG_D]; /* their raw inputs at positions p - 3, p - 2, p - 1 */
+    __shared__ __align__(16) float gs[LG_D];        /* the gated norm's gain */
+    const gdn_args &g = L.g;
+    constexpr int RPL = LG_D / 4;
+    ln_trace(L.tr, 0);
+    int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+    int P = gridDim.x / g.HV, h = blockIdx.x / P, part = blockIdx.x % P, R = L.R, r0 = part * R;
+    int ratio = g.HV / g.HK, kh = g.tiled ? h % g.HK : h / ratio;
+    int QK = g.HK * LG_D, CD = 2 * QK + g.HV * LG_D;
+    /* 1. the conv weights of the channels this block convolves (q, k of k-head kh, v of head h:
+     * 384 channels), their raw inputs at the 3 earlier positions (zeros before position 0) and the
+     * norm gain, into shared memory (held in registers across the wait they spilled). First
+     * commit group. */
+    int p = *g.pos, slot = p & 3;
+    auto chan = [&](int i) { /* the i-th of the block's 384 channels */
+        return i < LG_D ? kh * LG_D + i : (i < 2 * LG_D ? QK + kh * LG_D + i - LG_D : 2 * QK + h * LG_D + i - 2 * LG_D);
+    };
+    if (tid < 3 * LG_D) cp_async16(cws + tid, g.conv_w + (size_t)chan(tid) * 4, 16);
+    else if (tid < 3 * LG_D + 72) { /* 3 positions x 96 granules of 4 channels: 72 threads x 4 */
+        for (int k = 0; k < 4; k++) {
+            int gi = (tid - 3 * LG_D) * 4 + k, jj = gi / 96, c4 = 4 * (gi % 96), pp = p - 3 + jj;
+            cp_async16(hs[jj] + c4, g.ring + (size_t)(pp >= 0 ? (pp & 3) : 0) * CD + chan(c4), pp >= 0 ? 16 : 0);
+        }
+    } else if (tid < 3 * LG_D + 72 + LG_D / 4) {
+        cp_async16(gs + 4 * (tid - 3 * LG_D - 72), L.gain + 4 * (tid - 3 * LG_D - 72), 16);
+    }
+    cp_async_commit();
+    /* 2. this block's slice of W_out, 4 x 16 bytes of qs and the 16-byte scales per row (second
+     * group), and the state: column j = 8w + lane % 8, key rows 32 rg .. 32 rg + 31. Before the
+     * wait unless L.pre says otherwise (they compete with the in-projection's tiles for DRAM) */
+    int nb = L.W.cols >> 8, sb = (h * LG_D) >> 8, half = ((h * LG_D) >> 7) & 1;
+    unsigned char *tq = sm, *tm = sm + (size_t)R * 64;
+    auto issue_w = [&]() {
+        for (int i = tid; i < 4 * R; i += LG_THREADS)
+            cp_async16(tq + 16 * i, L.W.q + ((size_t)(r0 + (i >> 2)) * nb + sb) * 128 + 64 * half + 16 * (i & 3), 16);
+        for (int i = tid; i < R; i += LG_THREADS) cp_async16(tm + 16 * i, L.W.sc + ((size_t)(r0 + i) * nb + sb) * 16, 16);
+        cp_async_commit();
+    };
+    int c = lane & 7, rg = lane >> 3, j = 8 * w + c;
+    float *Sp = g.S + ((size_t)h * LG_D + rg * RPL) * LG_D + j;
+    float s[RPL];
+    if (L.pre & 1) issue_w();
+    if (L.pre & 2)
+#pragma unroll
+        for (int t = 0; t < RPL; t++) s[t] = Sp[(size_t)t * LG_D];
+    pdl_wait();
+    pdl_trigger();
+    ln_trace(L.tr, 1);
+    if (!(L.pre & 1)) issue_w();
+    if (!(L.pre & 2))
+#pragma unroll
+        for (int t = 0; t < RPL; t++) s[t] = Sp[(size_t)t * LG_D];
+    cp_async_wait<1>(); /* the first group: the conv inputs (the W slice may still be in flight) */
+    __syncthreads();
+    /* 3. the in-projection's outputs: conv + SiLU; part 0 keeps the raw inputs in the ring (q/k
+     * channels only from the first v-head of their k-head, as k_gdn_step) */
+    if (tid < 3 * LG_D) {
+        int ch = chan(tid);
+        float raw = g.qkv[ch];
+        float4 cw = cws[tid];
+        float acc = cw.w * raw;
+        acc += cw.x * hs[0][tid];
+        acc += cw.y * hs[1][tid];
+        acc += cw.z * hs[2][tid];
+        cv[tid] = silu_f(acc);
+        bool own = part == 0 && (tid >= 2 * LG_D || h == (g.tiled ? kh : kh * ratio));
+        if (own) g.ring[(size_t)slot * CD + ch] = raw;
+    } else {
+        zs[tid - 3 * LG_D] = L.z[h * LG_D + tid - 3 * LG_D];
+    }
+    float beta = sigmoid_f(g.b[h]);
+    float alpha = expf(__ldg(g.ssm_a + h) * softplus_f(g.a[h] + __ldg(g.dt_bias + h)));
+    __syncthreads();
+    /* 4. the recurrence (the arithmetic of k_gdn_step, in its order) */
+    float sq = 0.0f, sk = 0.0f;
+#pragma unroll
+    for (int i = 0; i < RPL / 8; i++) {
+        float qv = cv[lane + 32 * i], kv = cv[LG_D + lane + 32 * i];
+        sq += qv * qv;
+        sk += kv * kv;
+    }
+    sq = warp_sum(sq);
+    sk = warp_sum(sk);
+    float rq = rsqrtf(sq + 1e-6f) * rsqrtf((float)LG_D), rk = rsqrtf(sk + 1e-6f);
+    const float *qs = cv + rg * RPL, *ks = cv + LG_D + rg * RPL;
+    float u0 = 0.0f, u1 = 0.0f;
+#pragma unroll
+    for (int i = 0; i < RPL; i += 2) {
+        s[i] *= alpha; u0 = fmaf(s[i], ks[i] * rk, u0);
+        s[i + 1] *= alpha; u1 = fmaf(s[i + 1], ks[i + 1] * rk, u1);
+    }
+    float u = u0 + u1;
+    u += __shfl_xor_sync(0xffffffffu, u, 8);
+    u += __shfl_xor_sync(0xffffffffu, u, 16);
+    float delta = beta * (cv[2 * LG_D + j] - u);
+    float o0 = 0.0f, o1 = 0.0f;
+#pragma unroll
+    for (int i = 0; i < RPL; i += 2) {
+        s[i] = fmaf(ks[i] * rk, delta, s[i]); o0 = fmaf(s[i], qs[i] * rq, o0);
+        s[i + 1] = fmaf(ks[i + 1] * rk, delta, s[i + 1]); o1 = fmaf(s[i + 1], qs[i + 1] * rq, o1);
+    }
+    float o = o0 + o1;
+    o += __shfl_xor_sync(0xffffffffu, o, 8);
+    o += __shfl_xor_sync(0xffffffffu, o, 16);
+    if (rg == 0) os[j] = o;
+    if (w / (16 / P) == part) { /* this part's state columns */
+#pragma unroll
+        for (int t = 0; t < RPL; t++) Sp[(size_t)t * LG_D] = s[t];
+    }
+    cp_async_wait<0>(); /* this thread's W copies; the barrier publishes everyone's */
+    __syncthreads();
+    ln_trace(L.tr, 3);
+    /* 5. y = rmsnorm(o_h) * gain * silu(z_h) (the gated head norm of ln_prologue) quantized to q8 by
+     * warp 0, a lane 4 elements */
+    float *xf, *dx, *s16;
+    int8_t *xq;
+    qact_carve(sm + (size_t)R * 80, LG_D, &xf, &xq, &dx, &s16);
+    if (w == 0) {
+        int e = 4 * lane;
+        float4 v = *(const float4 *)(os + e), gv = *(const float4 *)(gs + e), zv = *(const float4 *)(zs + e);
+        float r = rsqrtf(warp_sum(v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w) / (float)LG_D + L.eps);
+        v.x = v.x * r * gv.x * silu_f(zv.x);
+        v.y = v.y * r * gv.y * silu_f(zv.y);
+        v.z = v.z * r * gv.z * silu_f(zv.z);
+        v.w = v.w * r * gv.w * silu_f(zv.w);
+        ln_quant_store4(v, e, lane, xf, xq, dx, s16);
+    }
+    __syncthreads();
+    qact Q = {xf, xq, dx, s16};
+    ln_trace(L.tr, 4);
+    /* 6. the head's share of rows r0 .. r0 + R: thread (row pair, chunk cc of the head's two), rows
+     * i, i + 256, ... ; the superblock's chunk index is 2 * half + cc. Shares go to part[h][row];
+     * the last of the HV blocks of this row part to arrive adds them to x in head order (so x is
+     * the same bits on every run), or, without cnt, every block adds its share with an atomic. */
+    int cc = tid & 1, H = L.W.rows;
+    ln_act A;
+    ln_act_q4k(Q, 0, cc, A);
+    for (int row = tid >> 1; row < R; row += LG_THREADS / 2) {
+        float v = ln_dot_q4k(tq + (size_t)row * 64 + 32 * cc, tm + (size_t)row * 16, 2 * half + cc, A);
+        v += __shfl_xor_sync(0xffffffffu, v, 1);
+        if (cc == 0) {
+            if (L.cnt) __stcg(L.part + (size_t)h * H + r0 + row, v);
+            else atomicAdd(L.x + r0 + row, v);
+        }
+    }
+    if (L.cnt) {
+        __shared__ int last;
+        __threadfence();
+        __syncthreads();
+        /* arrivals count up forever: the last of each group of HV sees a multiple of HV (2^32 % HV
+         * == 0 for the power-of-two head counts the host allows, so the wrap is harmless) */
+        if (tid == 0) last = (atomicAdd(L.cnt + part, 1u) + 1u) % (unsigned)g.HV == 0u;
+        __syncthreads();
+        if (last) {
+            __threadfence();
+            for (int row = tid; row < R; row += LG_THREADS) {
+                float t = 0.0f;
+                for (int hh = 0; hh < g.HV; hh++) t += __ldcg(L.part + (size_t)hh * H + r0 + row);
+                L.x[r0 + row] += t;
+            }
+        }
+    }
+    ln_trace(L.tr, 2);
+}
+
+#endif
