@@ -1642,7 +1642,8 @@ static ll_status cu_init(cu_backend *b) {
         CU_TRY(lean_init(cap, getenv("LILAC_CUDA_LN_CARVE") ? atoi(getenv("LILAC_CUDA_LN_CARVE")) : -1,
                          getenv("LILAC_CUDA_LN_PAD") ? atoi(getenv("LILAC_CUDA_LN_PAD")) : 0,
                          getenv("LILAC_CUDA_LN_PRE") ? atoi(getenv("LILAC_CUDA_LN_PRE")) : 1,
-                         !(getenv("LILAC_CUDA_LN_PAIR") && !atoi(getenv("LILAC_CUDA_LN_PAIR")))));
+                         !(getenv("LILAC_CUDA_LN_PAIR") && !atoi(getenv("LILAC_CUDA_LN_PAIR"))),
+                         !(getenv("LILAC_CUDA_LN_DPAIR") && !atoi(getenv("LILAC_CUDA_LN_DPAIR")))));
     }
     if (b->lean) { /* the fused MoE kernel's grid barrier counter: its own 128-byte line */
         LL_TRY(dev_alloc(b, (void **)&b->fz_bar, 128));
@@ -1809,7 +1810,7 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     /* the lm head stays on k_gemv_q: 172 vs 209 µs through k_lgemv (bench/results/2026-11-30-h200-s5) */
     b->lean_head = !(getenv("LILAC_CUDA_LEAN_HEAD") && !atoi(getenv("LILAC_CUDA_LEAN_HEAD")));
     b->fd_minpos = getenv("LILAC_CUDA_FD_MINPOS") ? atoi(getenv("LILAC_CUDA_FD_MINPOS")) : 0;
-    b->gdn_pre = getenv("LILAC_CUDA_GDN_PRE") ? atoi(getenv("LILAC_CUDA_GDN_PRE")) & 3 : 1;
+    b->gdn_pre = getenv("LILAC_CUDA_GDN_PRE") ? atoi(getenv("LILAC_CUDA_GDN_PRE")) & 7 : 1;
     b->gdn_fuse = !(getenv("LILAC_CUDA_GDN_FUSE") && !atoi(getenv("LILAC_CUDA_GDN_FUSE")));
     b->fuse = getenv("LILAC_CUDA_FUSE") ? atoi(getenv("LILAC_CUDA_FUSE")) : 0; /* opt-in (slower, session 7); 2: without the next projection */
     b->fd_fused = !(getenv("LILAC_CUDA_ATTN_FUSED") && !atoi(getenv("LILAC_CUDA_ATTN_FUSED")));

@@ -640,8 +640,11 @@ __global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lmoe_gu(const __grid_co
  * Down matrices Q4_K or Q6_K (routed and shared the same), FF % 256 == 0, FS == FF or 0. */
 struct lmoe_down_args {
     moe_args m;
-    int R;      /* output rows per tile */
-    int stage;  /* bytes per stage: nslot * R * row bytes */
+    int R;      /* output rows a pass of the block's threads covers per slot */
+    int pr;     /* passes per tile (1 or 2): a tile is pr * R rows of every slot and a thread dots rows
+                 * rr, rr + R, ... (half the tiles, so half the bulk copies a block issues before its
+                 * wait: ~150 ns of copy engine each, which had delayed the kernel's wait by ~2 µs) */
+    int stage;  /* bytes per stage: nslot * pr * R * row bytes */
     int nst;
     unsigned long long *tr;
 };
@@ -653,22 +656,22 @@ __global__ void __launch_bounds__(LN_DOWN_THREADS, LN_DOWN_MINB) k_lmoe_down(con
     __shared__ float red[32];
     __shared__ int ids[QK_MAX_TOPK];
     __shared__ float wts[QK_MAX_TOPK + 1];
-    __shared__ float acc[2][LN_DOWN_THREADS / 8];
+    __shared__ float acc[2][2 * (LN_DOWN_THREADS / 8)];
     const moe_args &a = L.m;
     ln_trace(L.tr, 0);
-    int tid = threadIdx.x, warp = tid >> 5, NST = L.nst, R = L.R;
+    int tid = threadIdx.x, warp = tid >> 5, NST = L.nst, R = L.R, PR = L.pr, TR = PR * R;
     int nslot = a.k + (a.FS ? 1 : 0), C = a.FF >> 6;
-    size_t mat = (size_t)R * ln_row_bytes(WT, a.FF);
-    int T = a.H / R, G = gridDim.x;
+    size_t mat = (size_t)TR * ln_row_bytes(WT, a.FF);
+    int T = a.H / TR, G = gridDim.x;
     int mine = T > (int)blockIdx.x ? (T - 1 - (int)blockIdx.x) / G + 1 : 0;
     auto issue = [&](int i) {
-        long r0 = (long)(blockIdx.x + i * G) * R;
+        long r0 = (long)(blockIdx.x + i * G) * TR;
         unsigned char *dst = sm + (size_t)(i % NST) * L.stage;
         uint64_t *b = &bar[i % NST];
         mbar_expect_tx(b, (uint32_t)(nslot * mat));
         for (int s = 0; s < nslot; s++) {
-            if (s < a.k) ln_copy_rows(a.down, (long)ids[s] * a.H + r0, R, R, dst + s * mat, b, false);
-            else ln_copy_rows(a.sdown, r0, R, R, dst + s * mat, b, false);
+            if (s < a.k) ln_copy_rows(a.down, (long)ids[s] * a.H + r0, TR, TR, dst + s * mat, b, false);
+            else ln_copy_rows(a.sdown, r0, TR, TR, dst + s * mat, b, false);
         }
     };
     if (warp == 0) {
@@ -697,18 +700,27 @@ __global__ void __launch_bounds__(LN_DOWN_THREADS, LN_DOWN_MINB) k_lmoe_down(con
     if (on) { if (WT == GT_Q4_K) ln_act_q4k(Q, s * a.FF, c, A); else ln_act_q6k(Q, s * a.FF, c, A); }
     float ws = on ? wts[s] : 0.0f;
     for (int i = 0; i < mine; i++) {
-        long r0 = (long)(blockIdx.x + i * G) * R;
+        long r0 = (long)(blockIdx.x + i * G) * TR;
         mbar_wait(&bar[i % NST], (uint32_t)((i / NST) & 1));
         if (i == 0) ln_trace(L.tr, 4);
         if (i == mine - 1) ln_trace(L.tr, 6);
         const unsigned char *base = sm + (size_t)(i % NST) * L.stage;
-        float v = on ? ln_dot_tile(WT, base + s * mat, R, a.FF, rr, c, A, NULL) : 0.0f;
-        for (int o = (C < 32 ? C : 32) >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-        if (c == 0 && on) acc[i & 1][j] = ws * v;
+        /* pass p: tile row rr + p R of slot s (independent chains when PR = 2) */
+        float v = on ? ln_dot_tile(WT, base + s * mat, TR, a.FF, rr, c, A, NULL) : 0.0f;
+        float v2 = on && PR > 1 ? ln_dot_tile(WT, base + s * mat, TR, a.FF, rr + R, c, A, NULL) : 0.0f;
+        for (int o = (C < 32 ? C : 32) >> 1; o > 0; o >>= 1) {
+            v += __shfl_xor_sync(0xffffffffu, v, o);
+            if (PR > 1) v2 += __shfl_xor_sync(0xffffffffu, v2, o);
+        }
+        if (c == 0 && on) {
+            acc[i & 1][j] = ws * v;
+            if (PR > 1) acc[i & 1][nslot * R + j] = ws * v2;
+        }
         __syncthreads();
-        if (tid < R) {
+        if (tid < TR) { /* row tid of the tile: pass tid / R, row tid % R of it */
             float t = 0.0f;
-            for (int k = 0; k < nslot; k++) t += acc[i & 1][k * R + tid];
+            int p0 = (tid / R) * nslot * R + tid % R;
+            for (int k = 0; k < nslot; k++) t += acc[i & 1][p0 + k * R];
             a.out[r0 + tid] += t;
         }
         if (tid == 0 && i + NST < mine) {

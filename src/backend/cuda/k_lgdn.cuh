@@ -47,7 +47,7 @@ struct lgdn_args {
     int R;               /* output rows per block */
     float *part;         /* [HV][H] the heads' shares of W y */
     unsigned *cnt;       /* [H / R] arrivals per row part (NULL: atomics into x, not reproducible) */
-    int pre;             /* requested before the wait: 1 the W slice, 2 the state (default 3) */
+    int pre;             /* requested before the wait: 1 the W slice, 2 the state, 4 the state into L2 only */
     unsigned long long *tr; /* optional trace record (LILAC_LN_TRACE builds) */
 };
 
@@ -99,6 +99,8 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
     float *Sp = g.S + ((size_t)h * LG_D + rg * RPL) * LG_D + j;
     float s[RPL];
     if (L.pre & 1) issue_w();
+    if ((L.pre & 4) && tid < LG_D * LG_D * 4 / 128 / P) /* the head's state on its way into L2, a 1/P share per block */
+        asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)(g.S + (size_t)h * LG_D * LG_D) + 128 * ((size_t)part * (LG_D * LG_D * 4 / 128 / P) + tid)));
     if (L.pre & 2)
 #pragma unroll
         for (int t = 0; t < RPL; t++) s[t] = Sp[(size_t)t * LG_D];

@@ -51,11 +51,13 @@ static size_t ln_cap = LN_SMEM_MAX;
 static int ln_pad = 0; /* every launch asks for ln_cap bytes (lean_init) */
 static int ln_pair = 1;   /* k_lgemv's paired Q4_K tiles (lean_init; LILAC_CUDA_LN_PAIR=0 off) */
 static int ln_npre = 1;   /* k_lgemv stages requested before the wait (lean_init; 0: all) */
+static int ln_dpair = 1;  /* k_lmoe_down: tiles of two passes (lean_init) */
 static size_t fz_dyn = 0; /* dynamic shared memory of a k_fused_moe block (lean_init; 0: off) */
 #define LN_SMEM_LIMIT (220 * 1024) /* at most (<= 227 KB on sm_90) */
 
-cudaError_t lean_init(size_t smem_cap, int carveout, int pad, int npre, int pair) {
+cudaError_t lean_init(size_t smem_cap, int carveout, int pad, int npre, int pair, int dpair) {
     ln_pad = pad;
+    ln_dpair = dpair;
     ln_npre = npre;
     ln_pair = pair;
     ln_cap = smem_cap == 0 ? LN_SMEM_MAX : (smem_cap < 32768 ? 32768 : (smem_cap > LN_SMEM_LIMIT ? LN_SMEM_LIMIT : smem_cap));
@@ -213,8 +215,12 @@ int lean_moe(const void *args, int nsm, int pdl, cudaStream_t st, int which, uns
         D.m = m;
         D.tr = tr;
         D.R = R;
+        /* two passes per tile where the tile (pr * R rows of every slot) still fits next to the
+         * activation and the rows split evenly */
+        D.pr = ln_dpair && H % (2 * R) == 0 && qh + 2 * dstage <= ln_cap ? 2 : 1;
+        dstage *= (size_t)D.pr;
         D.stage = (int)dstage;
-        int T = H / R, G = ln_min(T, nsm * LN_BPS), mine = (T + G - 1) / G;
+        int T = H / (D.pr * R), G = ln_min(T, nsm * LN_BPS), mine = (T + G - 1) / G;
         D.nst = ln_min(ln_min(LN_MAX_ST, mine), (int)((ln_cap - qh) / dstage));
         ln_launch(WT == GT_Q4_K ? k_lmoe_down<GT_Q4_K> : k_lmoe_down<GT_Q6_K>, G, LN_DOWN_THREADS, ln_smem((size_t)D.nst * dstage + qh), pdl, st, D);
     }
