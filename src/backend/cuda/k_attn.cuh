@@ -225,10 +225,26 @@ __global__ void __launch_bounds__(256) k_attn_decode(const attn_dec_args a) {
  * share of the splits). Scratch in shared memory: ws [number of splits], part [blockDim.x] (the
  * caller's, so that the persistent decode kernel can lend idle dynamic memory instead of carrying
  * 20 KB of static arrays). Callers looping over several (h, d0) must __syncthreads between calls. */
-__device__ __forceinline__ void attn_combine_part(const attn_dec_args &a, int h, int d0, int nd, float *ws, float *part) {
+__device__ __forceinline__ void attn_combine_part(const attn_dec_args &a, int h, int d0, int nd, float *ws, float *part, bool pdl = false) {
     __shared__ float red[32];
     int HD = a.HD, tid = threadIdx.x;
+    int groups = blockDim.x / nd, d = d0 + tid % nd, g = tid / nd;
+    /* PDL (k_attn_combine): the output gate before the wait (the q/gate projection is two kernels
+     * back: the flash-decoding kernel triggers after its own wait) */
+    float gate = 0.0f;
+    if (pdl) {
+        if (g == 0 && d < HD) gate = sigmoid_f(a.qg[h * 2 * HD + HD + d]);
+        pdl_wait();
+    }
     int n = *a.pos + 1, ns = a.CH ? (n + a.CH - 1) / a.CH : attn_fd_used(a.nsplit, a.minpos, n);
+    /* the first CB partials of this thread's group with the splits' (m, l): one round trip to L2 */
+    constexpr int CB = 8;
+    float po[CB];
+#pragma unroll
+    for (int k = 0; k < CB; k++) {
+        int s = g + k * groups;
+        po[k] = d < HD && s < ns ? a.part_o[((long)s * a.NH + h) * HD + d] : 0.0f;
+    }
     float m = -INFINITY;
     for (int s = tid; s < ns; s += blockDim.x) m = fmaxf(m, a.part_ml[((long)s * a.NH + h) * 2]);
     m = warp_max(m);
@@ -244,16 +260,21 @@ __device__ __forceinline__ void attn_combine_part(const attn_dec_args &a, int h,
         den += e * a.part_ml[((long)s * a.NH + h) * 2 + 1];
     }
     den = block_sum_f(den, red);
-    int groups = blockDim.x / nd, d = d0 + tid % nd, g = tid / nd;
     float acc = 0.0f;
-    if (d < HD)
+    if (d < HD) {
+#pragma unroll
+        for (int k = 0; k < CB; k++) {
+            int s = g + k * groups;
+            if (s < ns) acc += ws[s] * po[k];
+        }
 #pragma unroll 8
-        for (int s = g; s < ns; s += groups) acc += ws[s] * a.part_o[((long)s * a.NH + h) * HD + d];
+        for (int s = g + CB * groups; s < ns; s += groups) acc += ws[s] * a.part_o[((long)s * a.NH + h) * HD + d];
+    }
     part[tid] = acc;
     __syncthreads();
     if (g == 0 && d < HD) {
         for (int k = 1; k < groups; k++) acc += part[k * nd + tid];
-        a.out[h * HD + d] = acc / den * sigmoid_f(a.qg[h * 2 * HD + HD + d]);
+        a.out[h * HD + d] = acc / den * (pdl ? gate : sigmoid_f(a.qg[h * 2 * HD + HD + d]));
     }
 }
 
@@ -262,12 +283,9 @@ __global__ void __launch_bounds__(ATT_COMB_THREADS) k_attn_combine(const attn_de
     __shared__ float part[ATT_COMB_THREADS];
     ln_trace(a.tr, 0);
     pdl_trigger();
-    pdl_wait();
-    ln_trace(a.tr, 1);
-    ln_trace(a.tr, 3); /* no prologue or tiles: the trace's columns stay readable */
-    ln_trace(a.tr, 4);
     int nd = a.HD / gridDim.y; /* grid (NH, HD / nd): a head's dims over several blocks, fewer partials each */
-    attn_combine_part(a, blockIdx.x, blockIdx.y * nd, nd, ws, part);
+    attn_combine_part(a, blockIdx.x, blockIdx.y * nd, nd, ws, part, true); /* waits inside */
+    ln_trace(a.tr, 1);
     ln_trace(a.tr, 2);
 }
 

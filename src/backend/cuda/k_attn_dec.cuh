@@ -202,6 +202,9 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
             asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)base + 128 * (k % lines)));
         }
         pdl_wait();
+        /* the combine may launch now: it reads the q/gate projection (finished: the wait above)
+         * before its own wait */
+        pdl_trigger();
         ln_trace(a.tr, 1);
     }
     __syncthreads(); /* the weights in shared memory */
@@ -296,8 +299,7 @@ template <int DPL, bool NC = true>
 __global__ void __launch_bounds__(FD_WARPS * 32) k_attn_decode_fd(const attn_dec_args a) {
     extern __shared__ __align__(16) float fsm[];
     ln_trace(a.tr, 0);
-    pdl_trigger();
-    attn_fd_block<DPL, NC>(a, blockIdx.x, blockIdx.y, gridDim.y, fsm, true); /* waits after its prefetch */
+    attn_fd_block<DPL, NC>(a, blockIdx.x, blockIdx.y, gridDim.y, fsm, true); /* waits after its prefetch, then triggers */
     ln_trace(a.tr, 2);
 }
 
