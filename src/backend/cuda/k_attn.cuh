@@ -235,6 +235,9 @@ __device__ __forceinline__ void attn_combine_part(const attn_dec_args &a, int h,
     if (pdl) {
         if (g == 0 && d < HD) gate = sigmoid_f(a.qg[h * 2 * HD + HD + d]);
         pdl_wait();
+        ln_trace(a.tr, 1);
+        ln_trace(a.tr, 3); /* no prologue or tiles: the trace's columns stay readable */
+        ln_trace(a.tr, 4);
     }
     int n = *a.pos + 1, ns = a.CH ? (n + a.CH - 1) / a.CH : attn_fd_used(a.nsplit, a.minpos, n);
     /* the first CB partials of this thread's group with the splits' (m, l): one round trip to L2 */
@@ -285,7 +288,6 @@ __global__ void __launch_bounds__(ATT_COMB_THREADS) k_attn_combine(const attn_de
     pdl_trigger();
     int nd = a.HD / gridDim.y; /* grid (NH, HD / nd): a head's dims over several blocks, fewer partials each */
     attn_combine_part(a, blockIdx.x, blockIdx.y * nd, nd, ws, part, true); /* waits inside */
-    ln_trace(a.tr, 1);
     ln_trace(a.tr, 2);
 }
 
