@@ -10,37 +10,17 @@
  * decode step and for a short prefill (which must equal T decode steps).
  */
 #include "lab.cuh"
+#include "lab_gdn.cuh"
 #include "../../src/backend/cuda/k_gdn.cuh"
 #include "../../src/backend/cuda/k_gdn_chunk.cuh"
 #include "../../src/backend/cuda/k_misc.cuh"
 
 static const int HK = 16, HV = 32, DK = 128, DV = 128, QK = HK * DK, CD = 2 * QK + HV * DV;
 
-/* one host step: raw [CD], b/a [HV]; updates ring (3 most recent raw, oldest first), S, writes o */
+/* one host step (lab_gdn.cuh) at this file's shapes */
 static void host_step(const float *raw, const float *b, const float *a, const float *cw, float *hist, float *S,
                       const float *dtb, const float *sa, float *o) {
-    std::vector<float> c(CD);
-    for (int ch = 0; ch < CD; ch++) {
-        double acc = cw[ch * 4 + 3] * raw[ch];
-        for (int j = 0; j < 3; j++) acc += cw[ch * 4 + j] * hist[j * CD + ch];
-        hist[0 * CD + ch] = hist[1 * CD + ch]; hist[1 * CD + ch] = hist[2 * CD + ch]; hist[2 * CD + ch] = raw[ch];
-        c[ch] = (float)(acc / (1 + exp(-acc)));
-    }
-    for (int h = 0; h < HV; h++) {
-        int kh = h / (HV / HK);
-        double q[DK], k[DK], sq = 0, sk = 0;
-        for (int i = 0; i < DK; i++) { q[i] = c[kh * DK + i]; k[i] = c[QK + kh * DK + i]; sq += q[i] * q[i]; sk += k[i] * k[i]; }
-        for (int i = 0; i < DK; i++) { q[i] /= sqrt(sq + 1e-6) * sqrt((double)DK); k[i] /= sqrt(sk + 1e-6); }
-        double beta = 1 / (1 + exp(-b[h])), x = a[h] + dtb[h], sp = x > 20 ? x : log1p(exp(x)), alpha = exp(sa[h] * sp);
-        float *Sh = S + (size_t)h * DK * DV;
-        for (int j = 0; j < DV; j++) {
-            double u = 0;
-            for (int i = 0; i < DK; i++) { Sh[i * DV + j] = (float)(Sh[i * DV + j] * alpha); u += Sh[i * DV + j] * k[i]; }
-            double delta = beta * (c[2 * QK + h * DV + j] - u), oo = 0;
-            for (int i = 0; i < DK; i++) { Sh[i * DV + j] = (float)(Sh[i * DV + j] + k[i] * delta); oo += Sh[i * DV + j] * q[i]; }
-            o[h * DV + j] = (float)oo;
-        }
-    }
+    lab_gdn_host_step(raw, b, a, cw, hist, S, dtb, sa, o, HK, HV, DK, DV);
 }
 
 int main() {
