@@ -69,7 +69,7 @@ int main() {
             auto launch = [&](int) {
                 if (v == 0) k_attn_decode<<<dim3(NKV, splits), 256, osm>>>(a);
                 else k_attn_decode_fd<8><<<dim3(NKV, NS), FD_WARPS * 32, fsm>>>(a);
-                k_attn_combine<<<NH, ATT_COMB_THREADS>>>(a);
+                k_attn_combine<false><<<NH, ATT_COMB_THREADS>>>(a);
             };
             CK(cudaMemset(dout, 0xff, NH * HD * 4));
             launch(0);

@@ -118,7 +118,7 @@ int main() {
             if (v == 0) {
                 k_gdn_step<128, true><<<dim3(HV, DV / 16), 64, 0, st>>>(g);
                 if (!lean_gemv(&a, nsm, 0, st, NULL)) { fprintf(stderr, "lean_gemv refused the out-projection\n"); exit(1); }
-            } else if (!lean_gdn(&g, DK, &a, d_part, v == 1 ? d_cnt : NULL, 1, 0, st, NULL, 1)) {
+            } else if (!lean_gdn(&g, DK, &a, d_part, v == 1 ? d_cnt : NULL, 1, 0, st, NULL, 1, NULL)) {
                 fprintf(stderr, "lean_gdn refused the shapes\n");
                 exit(1);
             }
@@ -144,7 +144,7 @@ int main() {
                 launch_step_pdl(g, st);
                 lean_gemv(&a, nsm, 1, st, NULL);
             } else {
-                lean_gdn(&g, DK, &a, d_part, v == 1 ? d_cnt : NULL, 1, 1, st, NULL, 1);
+                lean_gdn(&g, DK, &a, d_part, v == 1 ? d_cnt : NULL, 1, 1, st, NULL, 1, NULL);
             }
             (void)i;
         }, N);

@@ -261,6 +261,54 @@ static void test_lazy_equal(const char *preset) {
     qwen_model_free_synthetic(b);
 }
 
+/* Prefill P tokens, decode D one by one (logits into lg, D x V), then greedy-generate 8 tokens from
+ * tok[P] into gen, on a fresh backend (so that environment switches apply). 1 when all ran. */
+static int run_decode(const qwen_model *m, const int32_t *tok, int P, int D, float *lg, int32_t *gen) {
+    int V = m->hp.n_vocab;
+    ll_backend *be = mk_backend(m, 64);
+    if (!be) return 0;
+    ll_seq *s = NULL;
+    int ok = be->v->seq_new(be, P + D + 16, &s) == LL_OK && be->v->forward(be, s, tok, P, LL_LOGITS_NONE, NULL) == LL_OK;
+    for (int i = 0; i < D && ok; i++) ok = be->v->forward(be, s, tok + P + i, 1, LL_LOGITS_LAST, lg + (size_t)i * V) == LL_OK;
+    if (ok) ok = cuda_backend_generate(be, s, tok[P], 8, gen) == LL_OK;
+    if (s) be->v->seq_free(be, s);
+    ll_backend_free(be);
+    return ok;
+}
+
+/* The router folded into the GDN kernel (LILAC_CUDA_FOLD, k_lgdn.cuh) against the router GEMV on
+ * the same weights. The fold computes the logits from fp32 y and a BF16 B = W_r diag(g) W_out
+ * instead of from q8(y) through Q4_K W_out and the new residual, so the routing weights differ in
+ * their last bits and the logits by rounding: every row's argmax equal, the mean KL of the two
+ * distributions under 1e-3, and the same greedy tokens. (Each path is also checked against the fp32
+ * reference by the accuracy tests, which run with the default: the fold on.) */
+static void test_fold_equal(const char *preset, int P, int D) {
+    qwen_model *m = NULL;
+    if (qwen_model_synthetic(preset, 21, &m) != LL_OK) { check(0, "synthetic: %s", ll_errmsg()); return; }
+    int V = m->hp.n_vocab;
+    int32_t *tok = malloc((size_t)(P + D) * 4);
+    rand_tokens(tok, P + D, V, 29);
+    float *lg[2] = {malloc((size_t)D * V * 4), malloc((size_t)D * V * 4)};
+    int32_t gen[2][8];
+    int okrun = 1;
+    for (int k = 0; k < 2 && okrun; k++) {
+        setenv("LILAC_CUDA_FOLD", k ? "0" : "3", 1);
+        okrun = run_decode(m, tok, P, D, lg[k], gen[k]);
+        if (!okrun) check(0, "%s: decode with the router fold %s: %s", preset, k ? "off" : "on", ll_errmsg());
+    }
+    unsetenv("LILAC_CUDA_FOLD");
+    if (okrun) {
+        cmp_stats st = compare(lg[1], lg[0], D, V);
+        int same = 0;
+        for (int i = 0; i < D; i++) same += argmaxf(lg[0] + (size_t)i * V, V) == argmaxf(lg[1] + (size_t)i * V, V);
+        check(same == D && st.mean_kl <= 1e-3, "%s: decode with the router fold vs the router GEMV, %d rows after %d: argmax %d/%d, mean KL %.2e, max |d| %.3g (max |logit| %.3g)",
+              preset, D, P, same, D, st.mean_kl, st.max_abs, st.max_ref);
+        check(!memcmp(gen[0], gen[1], sizeof(gen[0])), "%s: greedy generate with the router fold equals the one without (8 tokens)", preset);
+    }
+    free(lg[0]); free(lg[1]); free(tok);
+    qwen_model_free_synthetic(m);
+}
+
 /* The persistent decode kernel (k_persist.cuh, the default) against the per-kernel decode
  * (LILAC_CUDA_PERSIST=0) on the same weights: a prefill of P tokens, then D tokens decoded one by
  * one. The two compute the same q8 dots but sum them in other orders (and the per-kernel MoE uses
@@ -277,19 +325,16 @@ static void test_persist_equal(const char *preset, int P, int D) {
     float *lg[2] = {malloc((size_t)D * V * 4), malloc((size_t)D * V * 4)};
     int32_t gen[2][8];
     int okrun = 1;
+    /* the persistent kernel keeps the router GEMV: the per-kernel path without the router fold
+     * computes the same sums (the fold has its own test, test_fold_equal) */
+    setenv("LILAC_CUDA_FOLD", "0", 1);
     for (int k = 0; k < 2 && okrun; k++) {
         setenv("LILAC_CUDA_PERSIST", k ? "0" : "1", 1);
-        ll_backend *be = mk_backend(m, 64);
-        if (!be) { okrun = 0; break; }
-        ll_seq *s = NULL;
-        okrun = be->v->seq_new(be, P + D + 16, &s) == LL_OK && be->v->forward(be, s, tok, P, LL_LOGITS_NONE, NULL) == LL_OK;
-        for (int i = 0; i < D && okrun; i++) okrun = be->v->forward(be, s, tok + P + i, 1, LL_LOGITS_LAST, lg[k] + (size_t)i * V) == LL_OK;
-        if (okrun) okrun = cuda_backend_generate(be, s, tok[P], 8, gen[k]) == LL_OK;
+        okrun = run_decode(m, tok, P, D, lg[k], gen[k]);
         if (!okrun) check(0, "%s: persistent decode: %s", preset, ll_errmsg());
-        be->v->seq_free(be, s);
-        ll_backend_free(be);
     }
     unsetenv("LILAC_CUDA_PERSIST");
+    unsetenv("LILAC_CUDA_FOLD");
     if (okrun) {
         int same = 0;
         float md = 0, range = 0;
@@ -555,6 +600,7 @@ int main(int argc, char **argv) {
 #endif
     test_persist_equal("tiny", 40, 12);
     if (!quick) test_persist_equal("qwen3.6-35b-a3b-L4", 300, 12);
+    test_fold_equal("qwen3.6-35b-a3b-L4", 300, 12);
     test_vs_ref("tiny", 70, 16, 16);
     test_lazy_equal("tiny");
     test_long("tiny", quick ? 5000 : 33000, 4096);

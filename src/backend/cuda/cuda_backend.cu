@@ -74,6 +74,7 @@ struct dlayer {
     gmat egate, eup, edown;                       /* fused experts [E*FF, H], [E*FF, H], [E*H, FF] */
     gmat sgate, sup, sdown;
     int gdn_idx, attn_idx;                        /* index among GDN / attention layers */
+    __nv_bfloat16 *fold_B;                        /* GDN layers with the router fold: [E + 1][HV * DV] W_r diag(g_ffn) W_out */
 };
 
 #define PROF_MAX 2048 /* kernels recorded per profiled step (a 40-layer prefill chunk launches ~1,000) */
@@ -131,7 +132,17 @@ struct cu_backend {
                                            * 2: the heads' shares by fp32 atomics, not reproducible) */
     int gdn_pre;                          /* k_lgdn: 1 W slice, 2 state requested before the wait (LILAC_CUDA_GDN_PRE, default 1:
                                            * 546.6 tok/s vs 543.8 with both, 538.0 state only, 534.2 neither) */
-    float *gdn_part;                      /* k_lgdn: [HV][H] the heads' shares of the output projection */
+    float *gdn_part;                      /* k_lgdn: [HV][lean_gdn_part_floats / HV] the heads' shares of the output
+                                           * projection (and of the router logits with the fold) */
+    int gdn_fold;                         /* the MoE router folded into the layer's mixer (lean.h lean_fold), one launch
+                                           * fewer per layer: LILAC_CUDA_FOLD bits 1 GDN layers (k_lgdn), 2 attention
+                                           * layers (the combine and the out-projection); default 0. Measured
+                                           * (bench/results/2026-11-30-h200-s9, call 12): =1 578.6 / 579.0 tok/s vs
+                                           * 574.9 / 574.7 without, =2 557.5 / 557.7; =1 also holds 63 MB more
+                                           * weights (B), so it stays opt-in until a full bench and the memory
+                                           * figure are measured with it */
+    float *x2;                            /* [H] the other residual buffer (the fold writes x_new beside x_old) */
+    float *moe_w;                         /* [k + 1] routing weights gate/up hands to down with the fold */
     unsigned *gdn_cnt;                    /* k_lgdn: arrival counters (LG_MAX_PARTS; zeroed once) */
     int fd_fused;                         /* flash-decoding with the q/k norm + RoPE + cache append fused in (default; LILAC_CUDA_ATTN_FUSED=0) */
     int lean_head;                        /* the lm head through k_lgemv too (default; 27 KB Q6_K stages: 146 vs 172 µs for k_gemv_q, LILAC_CUDA_LEAN_HEAD=0) */
@@ -746,7 +757,9 @@ static void launch_gemm(cu_backend *b, const __nv_bfloat16 *A, int lda, const gm
 /* ------------------------------------------------------------------ decode */
 
 /* One layer's decode GEMVs and MoE arguments (the same for the per-kernel and the persistent path). */
-static void decode_layer_args(cu_backend *b, int l, pk_layer *pl) {
+/* xi: the residual the layer reads; xo: where the mixer's output lands and the MoE works (xi, in
+ * place, except with the router fold). */
+static void decode_layer_args(cu_backend *b, int l, pk_layer *pl, float *xi, float *xo) {
     const qwen_hparams &hp = b->hp;
     const dlayer &L = b->L[l];
     int H = hp.n_embd, HV = hp.gdn_n_v_heads, E = hp.n_expert;
@@ -755,17 +768,17 @@ static void decode_layer_args(cu_backend *b, int l, pk_layer *pl) {
     pl->attn = hp.is_attn[l];
     if (pl->attn) {
         pl->idx = L.attn_idx;
-        pl->in = gemv_make(PRO_RMSNORM, b->x, H, L.attn_norm, eps);
+        pl->in = gemv_make(PRO_RMSNORM, xi, H, L.attn_norm, eps);
         gemv_add(pl->in, L.wq, b->qg, EPI_STORE);
         gemv_add(pl->in, L.wk, b->kb, EPI_STORE);
         gemv_add(pl->in, L.wv, b->vb, EPI_STORE);
         pl->out = gemv_make(PRO_PLAIN, b->att, hp.n_head * hp.head_dim, NULL, eps);
-        gemv_add(pl->out, L.wo, b->x, EPI_ADD);
+        gemv_add(pl->out, L.wo, xo, EPI_ADD);
         pl->q_norm = L.q_norm;
         pl->k_norm = L.k_norm;
     } else {
         pl->idx = L.gdn_idx;
-        pl->in = gemv_make(PRO_RMSNORM, b->x, H, L.attn_norm, eps);
+        pl->in = gemv_make(PRO_RMSNORM, xi, H, L.attn_norm, eps);
         gemv_add(pl->in, L.wqkv, b->qkv, EPI_STORE);
         gemv_add(pl->in, L.wz, b->z, EPI_STORE);
         gemv_add(pl->in, L.wb, b->ab, EPI_STORE);
@@ -773,19 +786,19 @@ static void decode_layer_args(cu_backend *b, int l, pk_layer *pl) {
         pl->out = gemv_make(PRO_HEADNORM_GATED, b->o, qwen_gdn_v_dim(&hp), L.gdn_norm, eps);
         pl->out.z = b->z;
         pl->out.hd = hp.gdn_v_dim;
-        gemv_add(pl->out, L.wout, b->x, EPI_ADD);
+        gemv_add(pl->out, L.wout, xo, EPI_ADD);
         pl->conv = L.conv;
         pl->dt_bias = L.dt_bias;
         pl->ssm_a = L.ssm_a;
     }
-    pl->router = gemv_make(PRO_RMSNORM, b->x, H, L.ffn_norm, eps);
+    pl->router = gemv_make(PRO_RMSNORM, xo, H, L.ffn_norm, eps);
     gemv_add(pl->router, L.router, b->rl, EPI_STORE);
     if (hp.n_ff_shexp) gemv_add(pl->router, L.shgate, b->rl + E, EPI_STORE);
     /* fp32 router logits: BF16 rows already dot the fp32 input in the register-prefetching path
      * (weights loaded before the wait); quantized router weights need the slower exact path */
     pl->router.exact = !(L.router.type == GT_BF16 && (!hp.n_ff_shexp || L.shgate.type == GT_BF16));
-    moe_args ma = {b->x, L.ffn_norm, eps, H, E, hp.n_expert_used, hp.n_ff_exp, hp.n_ff_shexp, b->rl,
-                   L.egate, L.eup, L.edown, L.sgate, L.sup, L.sdown, b->h, b->x, NULL, NULL};
+    moe_args ma = {xo, L.ffn_norm, eps, H, E, hp.n_expert_used, hp.n_ff_exp, hp.n_ff_shexp, b->rl,
+                   L.egate, L.eup, L.edown, L.sgate, L.sup, L.sdown, b->h, xo, NULL, NULL};
     pl->moe = ma;
     gemv_args *gs[3] = {&pl->in, &pl->out, &pl->router};
     for (int i = 0; i < 3; i++) {
@@ -807,10 +820,42 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
     k_embed<<<1, 128, 0, b->st>>>(b->tok_embd, b->d_tok, b->x, H);
     prof_end(b, "embed", H * 0.6, 0);
     int in_done = 0; /* this layer's input projection ran in the previous layer's fused MoE kernel */
+    float *xc = b->x; /* the residual stream: b->x, or b->x2 after an odd number of router folds */
     for (int l = 0; l < hp.n_layer; l++) {
         const dlayer &L = b->L[l];
         pk_layer pl;
-        decode_layer_args(b, l, &pl);
+        decode_layer_args(b, l, &pl, xc, xc);
+        /* the router folded into the GDN kernel (k_lgdn.cuh): the layer writes x_new into the
+         * other buffer, the router's logits come raw from that kernel, and no router launch */
+        int fold = 0;
+        lean_fold fo;
+        gdn_args g = {};
+        if (hp.is_attn[l] && L.fold_B && (b->gdn_fold & 2) && b->lean && !b->fuse && (H >> 3) % 32 == 0 && ATT_COMB_THREADS % (H >> 3) == 0 &&
+            lean_moe(&pl.moe, b->nsm, b->pdl, b->st, 0, NULL, NULL)) {
+            /* attention layers: the combine computes the x_old term into rl before its wait, the
+             * out-projection adds B att to it as BF16 rows of its own (x stays in place) */
+            int NL = E + (hp.n_ff_shexp ? 1 : 0);
+            gmat Bg = {GT_BF16, NL, hp.n_head * HD, (const uint8_t *)L.fold_B, NULL, NULL, NULL};
+            gemv_add(pl.out, Bg, b->rl, EPI_ADD);
+            pl.out.total_rows += NL;
+            fold = 1;
+        }
+        if (!hp.is_attn[l]) {
+            g = {b->qkv, b->ab, b->ab + HV, 0, L.conv, s->ring + (size_t)L.gdn_idx * 4 * CD,
+                 s->S + (size_t)L.gdn_idx * HV * DK * DV, L.dt_bias, L.ssm_a, b->o, s->d_pos, 1, HK, HV, DV,
+                 hp.gdn_v_tiled};
+            if (L.fold_B && (b->gdn_fold & 1) && b->lean && b->gdn_fuse == 1 && !b->fuse && lean_moe(&pl.moe, b->nsm, b->pdl, b->st, 0, NULL, NULL)) {
+                float *xn = xc == b->x ? b->x2 : b->x;
+                pk_layer pf;
+                decode_layer_args(b, l, &pf, xc, xn);
+                fo = {L.fold_B, L.router.q, hp.n_ff_shexp ? L.shgate.q : NULL, L.ffn_norm, E, xc, b->rl};
+                if (lean_gdn(&g, DK, &pf.out, b->gdn_part, b->gdn_cnt, 3, 0, b->st, NULL, 0, &fo)) {
+                    pl = pf;
+                    fold = 1;
+                    xc = xn;
+                }
+            }
+        }
         if (hp.is_attn[l]) {
             if (!in_done) launch_gemv(b, pl.in, "attn.qkv_gemv", &b->q1);
             __nv_bfloat16 *kc = s->kv + (size_t)L.attn_idx * 2 * NKV * s->n_ctx * HD, *vc = kc + (size_t)NKV * s->n_ctx * HD;
@@ -824,6 +869,15 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
                 prof_end(b, "attn.prep", 0, 0);
             }
             attn_dec_args da = {b->q, kc, vc, s->part_o, s->part_ml, b->qg, b->att, s->d_pos, NH, NKV, HD, s->n_ctx, s->CH};
+            if (fold) {
+                da.fwr = (const __nv_bfloat16 *)L.router.q;
+                da.fws = hp.n_ff_shexp ? (const __nv_bfloat16 *)L.shgate.q : NULL;
+                da.fg = L.ffn_norm;
+                da.fx = xc;
+                da.flraw = b->rl;
+                da.fE = E;
+                da.fH = H;
+            }
             prof_begin(b);
             if (b->fd_ns) { /* flash-decoding kernel, a fixed number of splits (k_attn_dec.cuh) */
                 int ns = LL_MIN(b->fd_ns, s->max_splits);
@@ -851,21 +905,19 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
                 k_attn_decode<<<dim3(NKV, s->max_splits), 256, smem, b->st>>>(da);
             }
             da.tr = b->fd_ns && fused ? ln_slot(b, "attn.combine") : NULL;
+            if (!fold) da.flraw = NULL;
             /* 64 dims of a head per block: 4 x the blocks, each reading a quarter of the partials */
-            launch_pdl(b, k_attn_combine, dim3(NH, HD % 64 == 0 && HD > 64 ? HD / 64 : 1), dim3(ATT_COMB_THREADS), 0, da);
+            launch_pdl(b, fold ? k_attn_combine<true> : k_attn_combine<false>, dim3(NH, HD % 64 == 0 && HD > 64 ? HD / 64 : 1), dim3(ATT_COMB_THREADS), 0, da);
             da.tr = NULL;
             prof_end(b, "attn.decode", (double)(s->pos + 1) * NKV * HD * 4, 0);
             launch_gemv(b, pl.out, "attn.out_gemv", &b->q2);
         } else {
             if (!in_done) launch_gemv(b, pl.in, "gdn.in_gemv", &b->q1);
-            gdn_args g = {b->qkv, b->ab, b->ab + HV, 0, L.conv, s->ring + (size_t)L.gdn_idx * 4 * CD,
-                          s->S + (size_t)L.gdn_idx * HV * DK * DV, L.dt_bias, L.ssm_a, b->o, s->d_pos, 1, HK, HV, DV,
-                          hp.gdn_v_tiled};
-            if (b->lean && b->gdn_fuse && lean_gdn(&g, DK, &pl.out, b->gdn_part, b->gdn_cnt, 3, 0, b->st, NULL, 0)) {
-                /* step + gated norm + out-projection in one launch (k_lgdn.cuh) */
+            if (b->lean && b->gdn_fuse && lean_gdn(&g, DK, &pl.out, b->gdn_part, b->gdn_cnt, 3, 0, b->st, NULL, 0, NULL)) {
+                /* step + gated norm + out-projection (+ the router: fold) in one launch (k_lgdn.cuh) */
                 prof_begin(b);
                 lean_gdn(&g, DK, &pl.out, b->gdn_part, b->gdn_fuse == 2 ? NULL : b->gdn_cnt, b->gdn_pre, b->pdl, b->st,
-                         ln_slot(b, "gdn.fused"), 1);
+                         ln_slot(b, "gdn.fused"), 1, fold ? &fo : NULL);
                 prof_end(b, "gdn.fused", gmat_bytes(L.wout) + (double)HV * DK * DV * 8, 0);
             } else {
                 prof_begin(b);
@@ -883,12 +935,12 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
         int kf = hp.n_expert_used * hp.n_ff_exp + hp.n_ff_shexp;
         b->moe_gu_bytes = 2 * ((gmat_bytes(L.egate) / E) * hp.n_expert_used + (hp.n_ff_shexp ? gmat_bytes(L.sgate) : 0));
         b->moe_d_bytes = (gmat_bytes(L.edown) / E) * hp.n_expert_used + (hp.n_ff_shexp ? gmat_bytes(L.sdown) : 0);
-        int lean_moe_ok = b->lean && lean_moe(&ma, b->nsm, b->pdl, b->st, 0, NULL);
+        int lean_moe_ok = b->lean && lean_moe(&ma, b->nsm, b->pdl, b->st, 0, NULL, NULL);
         in_done = 0;
         if (lean_moe_ok && b->fuse) {
             /* router .. down and the next layer's input projection in one launch (k_fused.cuh) */
             pk_layer pn;
-            if (l + 1 < hp.n_layer) decode_layer_args(b, l + 1, &pn);
+            if (l + 1 < hp.n_layer) decode_layer_args(b, l + 1, &pn, xc, xc);
             pl.router.total_rows = 0;
             for (int i = 0; i < pl.router.nseg; i++) pl.router.total_rows += pl.router.seg[i].W.rows;
             prof_begin(b);
@@ -900,16 +952,16 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
                 continue;
             }
         }
-        launch_gemv(b, pl.router, "moe.router_gemv", &b->q1, lean_moe_ok);
+        if (!fold) launch_gemv(b, pl.router, "moe.router_gemv", &b->q1, lean_moe_ok);
         int nu_gu = (H >> 5) / gemv_lanes(H), nu_d = (hp.n_ff_exp >> 5) / gemv_lanes(hp.n_ff_exp);
         int rounds = (hp.n_expert_used + 1 + 32 / gemv_lanes(hp.n_ff_exp) - 1) / (32 / gemv_lanes(hp.n_ff_exp));
         bool pf = !b->no_prefetch && nu_gu <= RR_NU_MAX && nu_d == 1 && rounds <= MOE_DOWN_IT && L.egate.type == L.eup.type;
         if (lean_moe_ok) {
             prof_begin(b);
-            lean_moe(&ma, b->nsm, b->pdl, b->st, 1, ln_slot(b, "moe.gateup"));
+            lean_moe(&ma, b->nsm, b->pdl, b->st, 1, ln_slot(b, "moe.gateup"), fold ? b->moe_w : NULL);
             prof_end(b, "moe.gateup", b->moe_gu_bytes, 2 * b->moe_gu_bytes);
             prof_begin(b);
-            lean_moe(&ma, b->nsm, b->pdl, b->st, 2, ln_slot(b, "moe.down"));
+            lean_moe(&ma, b->nsm, b->pdl, b->st, 2, ln_slot(b, "moe.down"), fold ? b->moe_w : NULL);
             prof_end(b, "moe.down", b->moe_d_bytes, 2 * b->moe_d_bytes);
         } else if (b->qmode && moe_tma_launch(b, ma, kf)) {
         } else if (b->qmode && nu_gu <= RR_NU_MAX && nu_d == 1 && rounds <= MOE_DOWN_IT && L.egate.type == L.eup.type) {
@@ -943,7 +995,7 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
             prof_end(b, "moe.down", b->moe_d_bytes, 2 * b->moe_d_bytes);
         }
     }
-    gemv_args f = gemv_make(PRO_RMSNORM, b->x, H, b->out_norm, eps);
+    gemv_args f = gemv_make(PRO_RMSNORM, xc, H, b->out_norm, eps);
     gemv_add(f, b->lm_head, b->logits, EPI_STORE);
     f.argmax = b->d_argmax;
     launch_gemv(b, f, "lm_head_gemv", &b->q1, b->lean_head);
@@ -1308,7 +1360,7 @@ static ll_status pk_setup(cu_backend *b) {
     if (!pl) return ll_err(LL_ERR_OOM, "cuda: out of host memory");
     int ok = 1, kmax = LL_MAX(H, kf);
     for (int l = 0; l < hp.n_layer && ok; l++) {
-        decode_layer_args(b, l, &pl[l]);
+        decode_layer_args(b, l, &pl[l], b->x, b->x);
         ok = pk_gemv_ok(pl[l].in) && pk_gemv_ok(pl[l].out) && pk_gemv_ok(pl[l].router);
         kmax = LL_MAX(kmax, pl[l].out.K);
     }
@@ -1626,6 +1678,43 @@ static ll_status check_hparams(const qwen_hparams &hp) {
     return LL_OK;
 }
 
+/* The router fold's B = W_r diag(g_ffn) W_out per layer (lean.h lean_fold), where decode can use it:
+ * lean kernels and a BF16 router (and shared gate); GDN layers also need k_lgdn (a Q4_K
+ * out-projection, the fused kernel on). 2.1 MB per layer at the real shapes; the per-token bytes
+ * count it (the router's own rows are still read: by k_lgdn, or by the attention combine). */
+static ll_status fold_setup(cu_backend *b) {
+    const qwen_hparams &hp = b->hp;
+    int H = hp.n_embd, E = hp.n_expert, NL = E + (hp.n_ff_shexp ? 1 : 0), K = qwen_gdn_v_dim(&hp);
+    if (!b->lean || !b->gdn_fold) return LL_OK;
+    int KA = hp.n_head * hp.head_dim, KM = LL_MAX(K, KA);
+    float *tmp = NULL;
+    for (int l = 0; l < hp.n_layer; l++) {
+        dlayer *d = &b->L[l];
+        /* GDN layers: k_lgdn's Q4_K out-projection (and the fused kernel on); attention layers: any
+         * out-projection the lean GEMV reads (B joins it as BF16 rows) */
+        if (!(b->gdn_fold & (hp.is_attn[l] ? 2 : 1))) continue;
+        const gmat &W = hp.is_attn[l] ? d->wo : d->wout;
+        if (d->router.type != GT_BF16 || (hp.n_ff_shexp && d->shgate.type != GT_BF16) || W.rows != H ||
+            W.cols != (hp.is_attn[l] ? KA : K) || (!hp.is_attn[l] && (W.type != GT_Q4_K || !b->gdn_fuse)))
+            continue;
+        if (!tmp && cudaMalloc((void **)&tmp, ((size_t)H * KM + (size_t)NL * H) * 4) != cudaSuccess) {
+            cudaGetLastError();
+            return LL_OK; /* no room for the scratch: decode runs without the fold */
+        }
+        ll_status st = dev_alloc(b, (void **)&d->fold_B, (size_t)NL * W.cols * 2);
+        cudaError_t e = st == LL_OK ? lean_fold_precompute(d->fold_B, d->router.q, hp.n_ff_shexp ? d->shgate.q : NULL, d->ffn_norm, E, H,
+                                                           &W, tmp, b->st)
+                                    : cudaSuccess;
+        if (st != LL_OK || e != cudaSuccess) {
+            cudaFree(tmp);
+            return st != LL_OK ? st : ll_err(LL_ERR_DEVICE, "cuda: router fold of layer %d: %s", l, cudaGetErrorString(e));
+        }
+        b->decode_bytes += (double)NL * W.cols * 2;
+    }
+    if (tmp) cudaFree(tmp);
+    return LL_OK;
+}
+
 static ll_status cu_init(cu_backend *b) {
     const qwen_model *m = b->m;
     const qwen_hparams &hp = b->hp;
@@ -1649,7 +1738,9 @@ static ll_status cu_init(cu_backend *b) {
         LL_TRY(dev_alloc(b, (void **)&b->fz_bar, 128));
         CU_TRY(cudaMemset(b->fz_bar, 0, 128));
         /* k_lgdn's shares and arrival counters */
-        LL_TRY(dev_alloc(b, (void **)&b->gdn_part, (size_t)LL_MAX(1, hp.gdn_n_v_heads) * hp.n_embd * 4));
+        LL_TRY(dev_alloc(b, (void **)&b->gdn_part, lean_gdn_part_floats(LL_MAX(1, hp.gdn_n_v_heads), hp.n_embd, hp.n_expert + 1) * 4));
+        LL_TRY(dev_alloc(b, (void **)&b->x2, (size_t)hp.n_embd * 4));
+        LL_TRY(dev_alloc(b, (void **)&b->moe_w, (size_t)(QK_MAX_TOPK + 1) * 4));
         LL_TRY(dev_alloc(b, (void **)&b->gdn_cnt, 128));
         CU_TRY(cudaMemset(b->gdn_cnt, 0, 128));
     }
@@ -1759,6 +1850,7 @@ static ll_status cu_init(cu_backend *b) {
     }
     b->decode_bytes = per_tok;
     if (check_hparams(hp) != LL_OK) return LL_ERR_UNSUPPORTED;
+    LL_TRY(fold_setup(b));
     b->wdev_bytes = b->alloc_bytes;
     LL_TRY(alloc_scratch(b));
     LL_TRY(pk_setup(b));
@@ -1810,8 +1902,9 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     /* the lm head stays on k_gemv_q: 172 vs 209 µs through k_lgemv (bench/results/2026-11-30-h200-s5) */
     b->lean_head = !(getenv("LILAC_CUDA_LEAN_HEAD") && !atoi(getenv("LILAC_CUDA_LEAN_HEAD")));
     b->fd_minpos = getenv("LILAC_CUDA_FD_MINPOS") ? atoi(getenv("LILAC_CUDA_FD_MINPOS")) : 0;
-    b->gdn_pre = getenv("LILAC_CUDA_GDN_PRE") ? atoi(getenv("LILAC_CUDA_GDN_PRE")) & 7 : 1;
+    b->gdn_pre = getenv("LILAC_CUDA_GDN_PRE") ? atoi(getenv("LILAC_CUDA_GDN_PRE")) & 15 : 9;
     b->gdn_fuse = !(getenv("LILAC_CUDA_GDN_FUSE") && !atoi(getenv("LILAC_CUDA_GDN_FUSE")));
+    b->gdn_fold = getenv("LILAC_CUDA_FOLD") ? atoi(getenv("LILAC_CUDA_FOLD")) & 3 : 0;
     b->fuse = getenv("LILAC_CUDA_FUSE") ? atoi(getenv("LILAC_CUDA_FUSE")) : 0; /* opt-in (slower, session 7); 2: without the next projection */
     b->fd_fused = !(getenv("LILAC_CUDA_ATTN_FUSED") && !atoi(getenv("LILAC_CUDA_ATTN_FUSED")));
     b->moe_tma = !(getenv("LILAC_CUDA_MOE_TMA") && !atoi(getenv("LILAC_CUDA_MOE_TMA")));

@@ -126,6 +126,13 @@ struct attn_dec_args {
     int n_rot;
     float eps;
     unsigned long long *tr;       /* optional trace record of this launch (LILAC_LN_TRACE builds) */
+    /* the MoE router folded into the out-projection (k_attn_combine, before its wait): flraw =
+     * W_r diag(fg) x_old, the x_old term of the raw logits; the out-projection adds B att to it
+     * (lean.h lean_fold). flraw NULL: off. fwr [fE][fH] and fws [1][fH] (or NULL) BF16. */
+    const __nv_bfloat16 *fwr, *fws;
+    const float *fg, *fx;
+    float *flraw;
+    int fE, fH;
 };
 
 /* dynamic smem: attn_decode_smem(G, HD, CH) bytes. The block's K and V rows are first copied to
@@ -281,11 +288,50 @@ __device__ __forceinline__ void attn_combine_part(const attn_dec_args &a, int h,
     }
 }
 
+/* The router fold's x_old term (attn_dec_args.flraw): block b of the grid takes logit rows
+ * [b * rpb, b * rpb + rpb), fH / 8 threads a row (8 columns each; fH / 8 a multiple of 32 dividing
+ * the block), warp sums then the row's warps in order. Before the wait: x_old is several kernels
+ * back and the out-projection, which updates x in place, waits for this kernel. */
+__device__ __forceinline__ void attn_fold_xold(const attn_dec_args &a, float *red) {
+    int NL = a.fE + (a.fws ? 1 : 0), nb = gridDim.x * gridDim.y, b = blockIdx.x * gridDim.y + blockIdx.y;
+    int rpb = (NL + nb - 1) / nb, tpr = a.fH >> 3, rpp = blockDim.x / tpr, tid = threadIdx.x;
+    int col = 8 * (tid % tpr), wpr = tpr >> 5;
+    float4 x0 = *(const float4 *)(a.fx + col), x1 = *(const float4 *)(a.fx + col + 4);
+    float4 g0 = *(const float4 *)(a.fg + col), g1 = *(const float4 *)(a.fg + col + 4);
+    float xg[8] = {x0.x * g0.x, x0.y * g0.y, x0.z * g0.z, x0.w * g0.w, x1.x * g1.x, x1.y * g1.y, x1.z * g1.z, x1.w * g1.w};
+    for (int r0 = 0; r0 < rpb; r0 += rpp) {
+        int rr = r0 + tid / tpr, row = b * rpb + rr;
+        bool on = rr < rpb && row < NL;
+        float t = 0.0f;
+        if (on) {
+            uint4 u = *(const uint4 *)((row < a.fE ? a.fwr + (size_t)row * a.fH : a.fws) + col);
+            const __nv_bfloat162 *b2 = (const __nv_bfloat162 *)&u;
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                float2 f = __bfloat1622float2(b2[e]);
+                t = fmaf(f.x, xg[2 * e], t);
+                t = fmaf(f.y, xg[2 * e + 1], t);
+            }
+        }
+        t = warp_sum(t);
+        if ((tid & 31) == 0) red[tid >> 5] = t;
+        __syncthreads();
+        if (on && tid % tpr == 0) {
+            float s = 0.0f;
+            for (int w = 0; w < wpr; w++) s += red[(tid >> 5) + w];
+            a.flraw[row] = s;
+        }
+        __syncthreads();
+    }
+}
+
+template <bool FOLD> /* a.flraw != NULL */
 __global__ void __launch_bounds__(ATT_COMB_THREADS) k_attn_combine(const attn_dec_args a) {
     __shared__ float ws[ATT_COMB_MAXS];
     __shared__ float part[ATT_COMB_THREADS];
     ln_trace(a.tr, 0);
     pdl_trigger();
+    if (FOLD) attn_fold_xold(a, part);
     int nd = a.HD / gridDim.y; /* grid (NH, HD / nd): a head's dims over several blocks, fewer partials each */
     attn_combine_part(a, blockIdx.x, blockIdx.y * nd, nd, ws, part, true); /* waits inside */
     ln_trace(a.tr, 2);

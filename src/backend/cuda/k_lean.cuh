@@ -88,11 +88,22 @@ __device__ __forceinline__ uint32_t ln_warp_min_u32(uint32_t v) {
 #endif
 }
 
+/* w[t] = softmax over the k chosen logits w[0..k) (w[0] their maximum) times scale (> 0: the
+ * order, and so the choice, does not depend on it); one thread. */
+__device__ __forceinline__ void ln_softmax_k(float *w, int k, float scale) {
+    float m = w[0], sum = 0.0f;
+    for (int t = 0; t < k; t++) { w[t] = __expf((w[t] - m) * scale); sum += w[t]; }
+    float inv = 1.0f / sum;
+    for (int t = 0; t < k; t++) w[t] *= inv;
+}
+
 /* ids[k], w[k] (softmax over the chosen k, as topk_warp) from logits[E], E <= 256, in the calling
  * warp: each lane keeps its 8 logits in registers; a round is a lane-local max, one warp max of the
  * key and one warp min of the index among the lanes that hold it. */
-/* CG: the logits were written by other blocks of this launch (k_fused.cuh): loads bypass L1 */
-template <bool CG = false>
+/* CG: the logits were written by other blocks of this launch (k_fused.cuh): loads bypass L1.
+ * SOFT false: w keeps the chosen logits (raw logits, k_lgdn's router fold: the caller applies
+ * ln_softmax_k once it knows their scale). */
+template <bool CG = false, bool SOFT = true>
 __device__ __forceinline__ void ln_topk(const float *logits, int E, int k, int *ids, float *w) {
     int lane = threadIdx.x & 31;
     uint32_t key[8];
@@ -113,12 +124,7 @@ __device__ __forceinline__ void ln_topk(const float *logits, int E, int k, int *
         }
         if (lane == 0) { ids[t] = (int)wi; w[t] = ln_fkey_inv(mk); } /* the logit for now */
     }
-    if (lane == 0) { /* softmax over the chosen k (w[0] is their max) */
-        float m = w[0], sum = 0.0f;
-        for (int t = 0; t < k; t++) { w[t] = __expf(w[t] - m); sum += w[t]; }
-        float inv = 1.0f / sum;
-        for (int t = 0; t < k; t++) w[t] *= inv;
-    }
+    if (SOFT && lane == 0) ln_softmax_k(w, k, 1.0f);
     __syncwarp();
 }
 
@@ -204,14 +210,15 @@ __device__ __forceinline__ void ln_quant_store4(float4 v, int e, int l, float *x
 #define LN_PRO_PPW 2
 __device__ __forceinline__ float4 ln_ld4(const float *p, bool cg) { return cg ? __ldcg((const float4 *)p) : *(const float4 *)p; }
 /* CG: x (and z) were written by other blocks of this launch (k_fused.cuh): loads bypass L1 */
-template <bool CG = false>
+/* W0: the first W0 warps take no pieces (they are busy elsewhere; they still meet the barrier) */
+template <bool CG = false, int W0 = 0>
 __device__ __forceinline__ float ln_prologue(const gemv_args &a, unsigned char *sm, float *red, qact *Q) {
     float *xf, *dx, *s16;
     int8_t *xq;
     qact_carve(sm, a.K, &xf, &xq, &dx, &s16);
-    int w = threadIdx.x >> 5, l = threadIdx.x & 31, nw = blockDim.x >> 5, K = a.K, np = K >> 7;
+    int w = (int)(threadIdx.x >> 5) - W0, l = threadIdx.x & 31, nw = (int)(blockDim.x >> 5) - W0, K = a.K, np = K >> 7;
     float ss = 0.0f;
-    for (int p0 = w; p0 < np; p0 += LN_PRO_PPW * nw) {
+    for (int p0 = w; (W0 == 0 || p0 >= 0) && p0 < np; p0 += LN_PRO_PPW * nw) {
         float4 xv[LN_PRO_PPW], gv[LN_PRO_PPW], zv[LN_PRO_PPW];
 #pragma unroll
         for (int i = 0; i < LN_PRO_PPW; i++) { /* every load of the batch first: L2 round trips overlap */
@@ -247,12 +254,12 @@ __device__ __forceinline__ float ln_prologue(const gemv_args &a, unsigned char *
     }
     if (a.pro == PRO_RMSNORM) {
         ss = warp_sum(ss);
-        if (l == 0) red[w] = ss;
+        if (l == 0) red[w + W0] = ss;
     }
     __syncthreads();
     *Q = qact{xf, xq, dx, s16};
     if (a.pro != PRO_RMSNORM) return 1.0f;
-    float t = l < nw ? red[l] : 0.0f;
+    float t = l < nw + W0 ? red[l] : 0.0f;
     return rsqrtf(warp_sum(t) / (float)K + a.eps);
 }
 
@@ -454,9 +461,9 @@ __global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lgemv(const __grid_cons
     };
     /* a row spread over wpr warps: their partial sums meet in part[] behind the row's named barrier
      * (1 + row, 32 * wpr threads) or, when `named` is false, the block's; the first warp stores f * sum */
-    auto row_reduce = [&](float v, int i, int s, int r0, int row, int n, int wpr, bool named, float f) {
+    auto row_reduce = [&](float v, int i, int s, int r0, int row, int n, int wpr, bool named, float f, int id0) {
         if (lane == 0) part[i & 1][warp] = v;
-        if (named) asm volatile("bar.sync %0, %1;" ::"r"(1 + row), "r"(32 * wpr) : "memory");
+        if (named) asm volatile("bar.sync %0, %1;" ::"r"(id0 + row), "r"(32 * wpr) : "memory");
         else __syncthreads();
         if (lane == 0 && warp % wpr == 0 && row < n) {
             float t = 0.0f;
@@ -480,7 +487,11 @@ __global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lgemv(const __grid_cons
             int P = K >> 3, rb = tid / P, pp = tid % P, wpb = P >> 5;
             float v = rb < n ? ln_dot_bf16x8(base + (size_t)rb * K * 2 + 16 * pp, Q.xf + 8 * pp) : 0.0f;
             for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-            row_reduce(v, i, s, r0, rb, n, wpb, wpb > 1 && L.tr[s] <= 15 && !refill, rn);
+            /* named barriers 1 + nrw + rb: not the ids the Q4_K rows of a mixed GEMV use (1 .. nrw with
+             * 64 threads; the same id with another count while a warp still waits is an illegal
+             * instruction); a row of the whole block takes __syncthreads */
+            int id0 = C > 32 ? 1 + nrw : 1;
+            row_reduce(v, i, s, r0, rb, n, wpb, wpb > 1 && wpb < LN_THREADS / 32 && id0 + L.tr[s] <= 16 && !refill, rn, id0);
             if (tid == 0 && refill) {
                 asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
                 issue(i + NST);
@@ -519,7 +530,7 @@ __global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lgemv(const __grid_cons
             if (pair && c == 0 && rr + half < n) row_store(v2, s, r0 + rr + half);
             if (refill) __syncthreads(); /* stage i % NST consumed (no barrier at all when no refill follows) */
         } else {
-            row_reduce(v, i, s, r0, rr, n, wpr, nrw <= 15 && !refill, 1.0f);
+            row_reduce(v, i, s, r0, rr, n, wpr, nrw <= 15 && !refill, 1.0f, 1);
         }
         if (tid == 0 && refill) {
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -545,9 +556,14 @@ struct lmoe_args {
     moe_args m;
     int nst;
     int stage; /* bytes per ring stage: 2 * TH * H/256 * 144 */
+    float *wraw; /* NULL, or the router is folded into the kernel before (k_lgdn): m.logits are raw
+                  * (W_r diag(g) x, without RMSNorm's 1/rms) and x is that kernel's output, so the
+                  * prologue comes after the wait; block 0 writes the routing weights (k, then the
+                  * shared expert's gate) here for k_lmoe_down */
     unsigned long long *tr;
 };
 
+template <bool RAW> /* L.wraw != NULL (the fold): its own instance, so that the default one is as before */
 __global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lmoe_gu(const __grid_constant__ lmoe_args L) {
     extern __shared__ __align__(16) unsigned char sm[];
     __shared__ __align__(8) uint64_t bar[LN_MAX_ST];
@@ -587,25 +603,51 @@ __global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lmoe_gu(const __grid_co
     gemv_args pa = {};
     pa.pro = PRO_RMSNORM; pa.x = a.x; pa.K = a.H; pa.g = a.g; pa.eps = a.eps;
     qact Q;
-    float rn = ln_prologue(pa, sm + (size_t)NST * L.stage, red, &Q); /* x is final: two kernels back */
     ln_act A;
     int rr = tid / C, c = tid % C;
-    ln_act_q4k(Q, 0, c, A);
-    ln_act_scale(A, rn);
-    pdl_wait();
-    pdl_trigger();
-    ln_trace(L.tr, 1);
-    if (warp == 0) ln_topk(a.logits, a.E, a.k, ids, wts);
-    __syncthreads();
-    ln_trace(L.tr, 3);
+    auto issue_routed = [&](int from, int upto) { /* tid 0, once ids[] holds the top-k: stages from .. upto - 1 */
+        for (int i = from; i < upto && i < NST && i < mine; i++) issue(i);
+    };
+    pre = 0; /* the stages before the first routed tile's */
+    while (pre < NST && pre < mine && (int)blockIdx.x + pre * G < nsh) pre++;
+    if (!RAW) {
+        float rn = ln_prologue(pa, sm + (size_t)NST * L.stage, red, &Q); /* x is final: two kernels back */
+        ln_act_q4k(Q, 0, c, A);
+        ln_act_scale(A, rn);
+        pdl_wait();
+        pdl_trigger();
+        ln_trace(L.tr, 1);
+        if (warp == 0) ln_topk(a.logits, a.E, a.k, ids, wts);
+        __syncthreads();
+        ln_trace(L.tr, 3);
+        if (tid == 0) issue_routed(pre, NST);
+    } else {
+        /* x and the raw logits are the previous kernel's: warp 0 takes the top-k and the routed
+         * tiles' requests, the other warps the prologue meanwhile (its barrier publishes ids[]) */
+        __syncthreads(); /* the ring's barriers initialised */
+        pdl_wait();
+        pdl_trigger();
+        ln_trace(L.tr, 1);
+        if (warp == 0) { /* the first routed stage only: the rest after the barrier (each copy costs
+                          * ~150 ns of issue, which the other warps would wait out at the barrier) */
+            ln_topk<false, false>(a.logits, a.E, a.k, ids, wts);
+            if (tid == 0) issue_routed(pre, pre + 1);
+        }
+        float rn = ln_prologue<false, 1>(pa, sm + (size_t)NST * L.stage, red, &Q);
+        if (tid == 0) issue_routed(pre + 1, NST);
+        ln_act_q4k(Q, 0, c, A);
+        ln_act_scale(A, rn);
+        ln_trace(L.tr, 3);
+        if (blockIdx.x == 0 && tid == 0) { /* the logits are W_r x̂ * rms: the weights need rn */
+            ln_softmax_k(wts, a.k, rn);
+            for (int t = 0; t < a.k; t++) L.wraw[t] = wts[t];
+            if (a.FS) L.wraw[a.k] = sigmoid_f(a.logits[a.E] * rn);
+        }
+        if (blockIdx.x == 0 && a.w_out) __syncthreads(); /* wts scaled by thread 0 */
+    }
     if (blockIdx.x == 0 && tid < a.k) {
         if (a.ids_out) a.ids_out[tid] = ids[tid];
         if (a.w_out) a.w_out[tid] = wts[tid];
-    }
-    if (tid == 0) {
-        pre = 0;
-        while (pre < NST && pre < mine && (int)blockIdx.x + pre * G < nsh) pre++;
-        for (int i = pre; i < NST && i < mine; i++) issue(i);
     }
     for (int i = 0; i < mine; i++) {
         const gmat *g, *u; long r0; int hrow;
@@ -646,10 +688,12 @@ struct lmoe_down_args {
                  * wait: ~150 ns of copy engine each, which had delayed the kernel's wait by ~2 µs) */
     int stage;  /* bytes per stage: nslot * pr * R * row bytes */
     int nst;
+    const float *wraw; /* NULL, or the logits are raw (k_lmoe_gu's wraw): the routing weights are
+                        * read from here after the wait */
     unsigned long long *tr;
 };
 
-template <int WT>
+template <int WT, bool RAW> /* RAW: L.wraw != NULL */
 __global__ void __launch_bounds__(LN_DOWN_THREADS, LN_DOWN_MINB) k_lmoe_down(const __grid_constant__ lmoe_down_args L) {
     extern __shared__ __align__(16) unsigned char sm[];
     __shared__ __align__(8) uint64_t bar[LN_MAX_ST];
@@ -675,7 +719,7 @@ __global__ void __launch_bounds__(LN_DOWN_THREADS, LN_DOWN_MINB) k_lmoe_down(con
         }
     };
     if (warp == 0) {
-        ln_topk(a.logits, a.E, a.k, ids, wts);
+        ln_topk(a.logits, a.E, a.k, ids, wts); /* raw logits (L.wraw): the same choice, weights later */
         if (tid == 0) {
             wts[a.k] = a.FS ? sigmoid_f(a.logits[a.E]) : 0.0f;
             mbar_ring_init(bar, NST);
@@ -689,16 +733,18 @@ __global__ void __launch_bounds__(LN_DOWN_THREADS, LN_DOWN_MINB) k_lmoe_down(con
     pdl_trigger();
     ln_trace(L.tr, 1);
     int kf = a.k * a.FF + a.FS;
+    int j = tid / C, c = tid % C, s = j / R, rr = j % R; /* slot-major: j = s * R + rr */
+    bool on = s < nslot;
+    /* raw logits: this slot's weight from gate/up (L2; loaded here, used after the prologue) */
+    float ws = RAW && on ? __ldcg(L.wraw + s) : 0.0f;
     gemv_args pa = {};
     pa.pro = PRO_PLAIN; pa.x = a.h; pa.K = kf; pa.eps = a.eps;
     qact Q;
     ln_prologue(pa, sm + (size_t)NST * L.stage, red, &Q); /* plain: factor 1 */
     ln_trace(L.tr, 3);
-    int j = tid / C, c = tid % C, s = j / R, rr = j % R; /* slot-major: j = s * R + rr */
-    bool on = s < nslot;
     ln_act A;
     if (on) { if (WT == GT_Q4_K) ln_act_q4k(Q, s * a.FF, c, A); else ln_act_q6k(Q, s * a.FF, c, A); }
-    float ws = on ? wts[s] : 0.0f;
+    if (!RAW) ws = on ? wts[s] : 0.0f;
     for (int i = 0; i < mine; i++) {
         long r0 = (long)(blockIdx.x + i * G) * TR;
         mbar_wait(&bar[i % NST], (uint32_t)((i / NST) & 1));

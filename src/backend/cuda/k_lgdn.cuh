@@ -25,7 +25,18 @@
  * streams its 14 MB slowed that projection more than it saved (session 8: 546.6 tok/s with the
  * state after the wait, 543.8 before, 539.5 for the two kernels this one replaces).
  *
- * Dynamic shared memory: [R * 64 qs][R * 16 meta][qact of 128 elements].
+ * The router folded in (session 9, lgdn_args.Bm != NULL): the MoE router's logits are linear in
+ * the new residual, W_r diag(g_ffn) x_new / rms(x_new) with x_new = x_old + W_out y, so without
+ * the 1/rms (top-k does not depend on it; k_lmoe_gu applies it to the weights) they are
+ * B y + W_r diag(g_ffn) x_old with B = W_r diag(g_ffn) W_out precomputed at load (BF16 [NL][HV*DV]).
+ * Both terms split by head like the out-projection: block (h, part) adds B's columns of head h
+ * times y_h (fp32) and W_r's columns [h H/HV, (h+1) H/HV) times g_ffn x_old for logit rows
+ * [part * NLR, part * NLR + NLR), as extra rows of its share, and the last block of the part sums
+ * them in head order with its x rows. The x_old term needs no input of the previous kernel, so it
+ * is computed before the wait. x_old is read by every block while the last arrivers write x: the
+ * output goes to another buffer (x = xin + W y). The router's launch and its boundary go (~4 µs).
+ *
+ * Dynamic shared memory: [R * 64 qs][R * 16 meta][NLR * 256 B slice (fold)][qact of 128 elements].
  */
 #ifndef LILAC_K_LGDN_CUH
 #define LILAC_K_LGDN_CUH
@@ -36,6 +47,14 @@
 #define LG_THREADS 512
 #define LG_D 128 /* DK = DV */
 #define LG_MAX_PARTS 16 /* row parts per head (the arrival counters the host allocates) */
+/* a share of head h for row o (x rows, then the fold's logit rows) in part [HV][ps]: the heads'
+ * stores of a row part are coalesced. (Session 9 measured the transpose, [ps][HV] with a row's
+ * heads adjacent so that the sum is 8 vector loads: 25 tok/s slower, the scattered 4-byte stores.) */
+#define LG_PIDX(o, h) ((size_t)(h) * (FOLD ? L.ps : H) + (o))
+#define LG_FOLD_MAXR 80
+/* The fold's code exists only in the k_lgdn<true> instance: compiled into the one kernel, it cost
+ * 6.5 tok/s with the fold off (session 9: 559.5 vs 566.0 for the kernel without it) */
+#define LG_BM (FOLD ? L.Bm : (const __nv_bfloat16 *)0) /* logit rows per part with the router fold (80 * 256 B of B slice) */
 
 struct lgdn_args {
     gdn_args g;          /* the step's arguments (T = 1; g.o is not used) */
@@ -47,10 +66,22 @@ struct lgdn_args {
     int R;               /* output rows per block */
     float *part;         /* [HV][H] the heads' shares of W y */
     unsigned *cnt;       /* [H / R] arrivals per row part (NULL: atomics into x, not reproducible) */
-    int pre;             /* requested before the wait: 1 the W slice, 2 the state, 4 the state into L2 only */
+    int pre;             /* requested before the wait: 1 the W slice, 2 the state, 4 the state into L2 only,
+                          * 8 the B slice (fold) */
+    const float *xin;    /* [H] the residual before the layer: x = xin + W y (xin == x: in place) */
+    int ps;              /* rows of part: H, + P * NLR with the fold (part is [ps][HV]: a row's heads adjacent) */
+    /* the router fold (Bm NULL: off; needs cnt and xin != x) */
+    const __nv_bfloat16 *Bm; /* [NL][HV * DV] W_r diag(gf) W_out */
+    const __nv_bfloat16 *Wr; /* [E][H] router rows */
+    const __nv_bfloat16 *Ws; /* [1][H] shared-expert gate row, NULL when NL == E */
+    const float *gf;     /* [H] ffn norm gain */
+    int E, NL, NLR;      /* router rows, logit rows (E or E + 1), logit rows per part */
+    int tpr;             /* threads per logit row: H / HV / 8 (a power of two <= 16) */
+    float *lraw;         /* [NL] raw logits W_r diag(gf) x */
     unsigned long long *tr; /* optional trace record (LILAC_LN_TRACE builds) */
 };
 
+template <bool FOLD>
 __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ lgdn_args L) {
     extern __shared__ __align__(16) unsigned char sm[];
     __shared__ float cv[3 * LG_D];  /* conv + SiLU of this head's q, k, v channels */
@@ -98,7 +129,46 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
     int c = lane & 7, rg = lane >> 3, j = 8 * w + c;
     float *Sp = g.S + ((size_t)h * LG_D + rg * RPL) * LG_D + j;
     float s[RPL];
+    /* the fold's B slice: rows part * NLR .. + NLR of B, head h's 128 columns (256 B), zeros past NL */
+    unsigned char *tb = sm + (size_t)R * 80;
+    auto issue_b = [&]() {
+        for (int i = tid; i < 16 * L.NLR; i += LG_THREADS) {
+            int row = part * L.NLR + (i >> 4);
+            bool ok = row < L.NL;
+            cp_async16(tb + 16 * i, L.Bm + (ok ? (size_t)row * L.W.cols + h * LG_D + 8 * (i & 15) : 0), ok ? 16 : 0);
+        }
+        cp_async_commit();
+    };
     if (L.pre & 1) issue_w();
+    if (LG_BM && (L.pre & 8)) issue_b();
+    /* the fold's x_old term: thread (logit row lr, lr + 512 / tpr; 8 columns c8 of head h's slice),
+     * reduced over the row's threads into la[] (shared: registers held across the step spilled) */
+    __shared__ float la[FOLD ? LG_FOLD_MAXR : 1];
+    if (LG_BM) {
+        int lr = tid / L.tpr, c8 = tid % L.tpr;
+        int cw = 8 * L.tpr, col = h * cw + 8 * c8;
+        float4 x0 = *(const float4 *)(L.xin + col), x1 = *(const float4 *)(L.xin + col + 4);
+        float4 g0 = *(const float4 *)(L.gf + col), g1 = *(const float4 *)(L.gf + col + 4);
+        float xg[8] = {x0.x * g0.x, x0.y * g0.y, x0.z * g0.z, x0.w * g0.w, x1.x * g1.x, x1.y * g1.y, x1.z * g1.z, x1.w * g1.w};
+#pragma unroll
+        for (int q = 0; q < 2; q++) {
+            int row = lr + q * (LG_THREADS / L.tpr), i = part * L.NLR + row;
+            float t = 0.0f;
+            if (row < L.NLR && i < L.NL) {
+                const __nv_bfloat16 *wr = (i < L.E ? L.Wr + (size_t)i * L.W.rows : L.Ws) + col;
+                uint4 u = *(const uint4 *)wr;
+                const __nv_bfloat162 *b2 = (const __nv_bfloat162 *)&u;
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    float2 f = __bfloat1622float2(b2[e]);
+                    t = fmaf(f.x, xg[2 * e], t);
+                    t = fmaf(f.y, xg[2 * e + 1], t);
+                }
+            }
+            for (int o = 1; o < L.tpr; o <<= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+            if (c8 == 0 && row < L.NLR) la[row] = t;
+        }
+    }
     if ((L.pre & 4) && tid < LG_D * LG_D * 4 / 128 / P) /* the head's state on its way into L2, a 1/P share per block */
         asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)(g.S + (size_t)h * LG_D * LG_D) + 128 * ((size_t)part * (LG_D * LG_D * 4 / 128 / P) + tid)));
     if (L.pre & 2)
@@ -108,10 +178,13 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
     pdl_trigger();
     ln_trace(L.tr, 1);
     if (!(L.pre & 1)) issue_w();
+    if (LG_BM && !(L.pre & 8)) issue_b();
     if (!(L.pre & 2))
 #pragma unroll
         for (int t = 0; t < RPL; t++) s[t] = Sp[(size_t)t * LG_D];
-    cp_async_wait<1>(); /* the first group: the conv inputs (the W slice may still be in flight) */
+    /* the first group: the conv inputs (the W and B slices may still be in flight) */
+    if (LG_BM) cp_async_wait<2>();
+    else cp_async_wait<1>();
     __syncthreads();
     /* 3. the in-projection's outputs: conv + SiLU; part 0 keeps the raw inputs in the ring (q/k
      * channels only from the first v-head of their k-head, as k_gdn_step) */
@@ -175,7 +248,7 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
      * warp 0, a lane 4 elements */
     float *xf, *dx, *s16;
     int8_t *xq;
-    qact_carve(sm + (size_t)R * 80, LG_D, &xf, &xq, &dx, &s16);
+    qact_carve(sm + (size_t)R * 80 + (LG_BM ? (size_t)L.NLR * 2 * LG_D : 0), LG_D, &xf, &xq, &dx, &s16);
     if (w == 0) {
         int e = 4 * lane;
         float4 v = *(const float4 *)(os + e), gv = *(const float4 *)(gs + e), zv = *(const float4 *)(zs + e);
@@ -194,13 +267,37 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
      * the last of the HV blocks of this row part to arrive adds them to x in head order (so x is
      * the same bits on every run), or, without cnt, every block adds its share with an atomic. */
     int cc = tid & 1, H = L.W.rows;
+    if (LG_BM) { /* the fold: B's head-h columns times y_h (fp32) join the x_old term, reduced over
+                 * the row's tpr threads; the share goes after the x rows */
+        int lr = tid / L.tpr, c8 = tid % L.tpr;
+#pragma unroll
+        for (int q = 0; q < 2; q++) {
+            int row = lr + q * (LG_THREADS / L.tpr);
+            float t = c8 == 0 && row < L.NLR ? la[row] : 0.0f;
+            if (row < L.NLR)
+                for (int ch = c8; ch < 16; ch += L.tpr) {
+                    uint4 u = *(const uint4 *)(tb + (size_t)row * 2 * LG_D + 16 * ch);
+                    const __nv_bfloat162 *b2 = (const __nv_bfloat162 *)&u;
+                    float4 y0 = *(const float4 *)(xf + 8 * ch), y1 = *(const float4 *)(xf + 8 * ch + 4);
+                    float yv[8] = {y0.x, y0.y, y0.z, y0.w, y1.x, y1.y, y1.z, y1.w};
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        float2 f = __bfloat1622float2(b2[e]);
+                        t = fmaf(f.x, yv[2 * e], t);
+                        t = fmaf(f.y, yv[2 * e + 1], t);
+                    }
+                }
+            for (int o = 1; o < L.tpr; o <<= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+            if (c8 == 0 && row < L.NLR) __stcg(L.part + LG_PIDX(H + part * L.NLR + row, h), t);
+        }
+    }
     ln_act A;
     ln_act_q4k(Q, 0, cc, A);
     for (int row = tid >> 1; row < R; row += LG_THREADS / 2) {
         float v = ln_dot_q4k(tq + (size_t)row * 64 + 32 * cc, tm + (size_t)row * 16, 2 * half + cc, A);
         v += __shfl_xor_sync(0xffffffffu, v, 1);
         if (cc == 0) {
-            if (L.cnt) __stcg(L.part + (size_t)h * H + r0 + row, v);
+            if (L.cnt) __stcg(L.part + LG_PIDX(r0 + row, h), v);
             else atomicAdd(L.x + r0 + row, v);
         }
     }
@@ -214,10 +311,46 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
         __syncthreads();
         if (last) {
             __threadfence();
+            if (!FOLD) { /* (the session-8 loop: measured as fast as one batch of loads here) */
+                for (int row = tid; row < R; row += LG_THREADS) {
+                    float t = 0.0f;
+                    for (int hh = 0; hh < g.HV; hh++) t += __ldcg(L.part + (size_t)hh * H + r0 + row);
+                    L.x[r0 + row] += t;
+                }
+            } else {
+            /* the fold's logit rows of this part first: 4 threads a row, each summing a quarter of
+             * the heads (8) in order, then the quarters pairwise (fixed orders: the same bits on
+             * every run). Then thread tid: x row r0 + tid (R <= 512), its 32 heads' shares loaded
+             * before the first add (one L2 round trip; the sum in head order). Loading both sets
+             * before either sum spilled at 64 registers. */
+            float lt = 0.0f;
+            int lrow = tid >> 2, q4 = tid & 3;
+            bool lon = LG_BM && lrow < L.NLR;
+            if (lon) {
+                float v[8];
+                const float *pp = L.part + LG_PIDX(H + part * L.NLR + lrow, 8 * q4);
+#pragma unroll
+                for (int u = 0; u < 8; u++) v[u] = __ldcg(pp + (size_t)u * L.ps);
+#pragma unroll
+                for (int u = 0; u < 8; u++) lt += v[u];
+            }
             for (int row = tid; row < R; row += LG_THREADS) {
                 float t = 0.0f;
-                for (int hh = 0; hh < g.HV; hh++) t += __ldcg(L.part + (size_t)hh * H + r0 + row);
-                L.x[r0 + row] += t;
+                for (int h0 = 0; h0 < g.HV; h0 += 32) {
+                    float v[32];
+#pragma unroll
+                    for (int u = 0; u < 32; u++) v[u] = h0 + u < g.HV ? __ldcg(L.part + LG_PIDX(r0 + row, h0 + u)) : 0.0f;
+#pragma unroll
+                    for (int u = 0; u < 32; u++) t += v[u];
+                }
+                L.x[r0 + row] = L.xin[r0 + row] + t;
+            }
+            if (LG_BM) {
+                lt += __shfl_xor_sync(0xffffffffu, lt, 1);
+                lt += __shfl_xor_sync(0xffffffffu, lt, 2);
+                int i = part * L.NLR + lrow;
+                if (lon && q4 == 0 && i < L.NL) L.lraw[i] = lt;
+            }
             }
         }
     }

@@ -64,15 +64,13 @@ cudaError_t lean_init(size_t smem_cap, int carveout, int pad, int npre, int pair
     int lim = (int)ln_cap;
     cudaError_t e = cudaFuncSetAttribute(k_lgemv<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, lim);
     if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lgemv<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, LN_SMEM_HEAD);
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lmoe_gu, cudaFuncAttributeMaxDynamicSharedMemorySize, lim);
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lmoe_down<GT_Q4_K>, cudaFuncAttributeMaxDynamicSharedMemorySize, lim);
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lmoe_down<GT_Q6_K>, cudaFuncAttributeMaxDynamicSharedMemorySize, lim);
+    const void *mk[6] = {(const void *)k_lmoe_gu<false>, (const void *)k_lmoe_gu<true>, (const void *)k_lmoe_down<GT_Q4_K, false>,
+                         (const void *)k_lmoe_down<GT_Q6_K, false>, (const void *)k_lmoe_down<GT_Q4_K, true>, (const void *)k_lmoe_down<GT_Q6_K, true>};
+    for (int i = 0; i < 6 && e == cudaSuccess; i++) e = cudaFuncSetAttribute(mk[i], cudaFuncAttributeMaxDynamicSharedMemorySize, lim);
     if (carveout != 0 && e == cudaSuccess) { /* keep every SM at its largest shared-memory split */
         e = cudaFuncSetAttribute(k_lgemv<false>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
         if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lgemv<true>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
-        if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lmoe_gu, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
-        if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lmoe_down<GT_Q4_K>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
-        if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lmoe_down<GT_Q6_K>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+        for (int i = 0; i < 6 && e == cudaSuccess; i++) e = cudaFuncSetAttribute(mk[i], cudaFuncAttributePreferredSharedMemoryCarveout, 100);
     }
     if (e != cudaSuccess) return e;
     /* the fused MoE kernel: one block per SM with the most dynamic shared memory an SM allows; left
@@ -93,8 +91,10 @@ cudaError_t lean_init(size_t smem_cap, int carveout, int pad, int npre, int pair
             fz_dyn = dyn;
     }
     /* k_lgdn: 13 KB static + up to 41 KB dynamic is past the 48 KB default */
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lgdn, cudaFuncAttributeMaxDynamicSharedMemorySize, 512 * 80 + (int)qact_smem_bytes(LG_D));
-    if (carveout != 0 && e == cudaSuccess) e = cudaFuncSetAttribute(k_lgdn, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lgdn<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, 512 * 80 + (int)qact_smem_bytes(LG_D));
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lgdn<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, 512 * 80 + LG_FOLD_MAXR * 2 * LG_D + (int)qact_smem_bytes(LG_D));
+    if (carveout != 0 && e == cudaSuccess) e = cudaFuncSetAttribute(k_lgdn<false>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+    if (carveout != 0 && e == cudaSuccess) e = cudaFuncSetAttribute(k_lgdn<true>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
     if (e != cudaSuccess) return e;
     cudaGetLastError(); /* a refused attribute only leaves the fused kernel off */
     return cudaSuccess;
@@ -194,7 +194,7 @@ static int ln_moe_geom(const moe_args &m, int *pTH, int *pR, size_t *pdstage) {
     return 1;
 }
 
-int lean_moe(const void *args, int nsm, int pdl, cudaStream_t st, int which, unsigned long long *tr) {
+int lean_moe(const void *args, int nsm, int pdl, cudaStream_t st, int which, unsigned long long *tr, float *wraw) {
     const moe_args &m = *(const moe_args *)args;
     int TH, R, H = m.H, WT = m.down.type;
     size_t dstage;
@@ -205,16 +205,18 @@ int lean_moe(const void *args, int nsm, int pdl, cudaStream_t st, int which, uns
         lmoe_args L = {};
         L.m = m;
         L.tr = tr;
+        L.wraw = wraw;
         int T = m.FS / TH + m.k * (m.FF / TH), G = ln_min(T, nsm * LN_BPS), mine = (T + G - 1) / G;
         L.stage = 2 * TH * (H >> 8) * 144;
         L.nst = ln_min(ln_min(LN_MAX_ST, mine), (int)((ln_cap - qx) / L.stage));
-        ln_launch(k_lmoe_gu, G, LN_THREADS, ln_smem((size_t)L.nst * L.stage + qx), pdl, st, L);
+        ln_launch(wraw ? k_lmoe_gu<true> : k_lmoe_gu<false>, G, LN_THREADS, ln_smem((size_t)L.nst * L.stage + qx), pdl, st, L);
     }
     if (which & 2) {
         lmoe_down_args D = {};
         D.m = m;
         D.tr = tr;
         D.R = R;
+        D.wraw = wraw;
         /* two passes per tile where the tile (pr * R rows of every slot) still fits next to the
          * activation and the rows split evenly */
         D.pr = ln_dpair && H % (2 * R) == 0 && qh + 2 * dstage <= ln_cap ? 2 : 1;
@@ -222,7 +224,9 @@ int lean_moe(const void *args, int nsm, int pdl, cudaStream_t st, int which, uns
         D.stage = (int)dstage;
         int T = H / (D.pr * R), G = ln_min(T, nsm * LN_BPS), mine = (T + G - 1) / G;
         D.nst = ln_min(ln_min(LN_MAX_ST, mine), (int)((ln_cap - qh) / dstage));
-        ln_launch(WT == GT_Q4_K ? k_lmoe_down<GT_Q4_K> : k_lmoe_down<GT_Q6_K>, G, LN_DOWN_THREADS, ln_smem((size_t)D.nst * dstage + qh), pdl, st, D);
+        ln_launch(WT == GT_Q4_K ? (wraw ? k_lmoe_down<GT_Q4_K, true> : k_lmoe_down<GT_Q4_K, false>)
+                                : (wraw ? k_lmoe_down<GT_Q6_K, true> : k_lmoe_down<GT_Q6_K, false>),
+                  G, LN_DOWN_THREADS, ln_smem((size_t)D.nst * dstage + qh), pdl, st, D);
     }
     return 1;
 }
@@ -305,8 +309,10 @@ int lean_moe_fused(const void *moe, const void *router, const void *tail, int ns
     return nT ? 2 : 1;
 }
 
+size_t lean_gdn_part_floats(int HV, int H, int NL) { return (size_t)HV * (H + NL + LG_MAX_PARTS); }
+
 int lean_gdn(const void *gdn, int dk, const void *out, float *part, unsigned *cnt, int pre, int pdl, cudaStream_t st,
-             unsigned long long *tr, int launch) {
+             unsigned long long *tr, int launch, const lean_fold *fold) {
     const gdn_args &g = *(const gdn_args *)gdn;
     const gemv_args &o = *(const gemv_args *)out;
     if (dk != LG_D || g.DV != LG_D || g.T != 1 || g.HK < 1 || g.HV % g.HK) return 0;
@@ -316,7 +322,17 @@ int lean_gdn(const void *gdn, int dk, const void *out, float *part, unsigned *cn
     if (sg.W.type != GT_Q4_K || sg.W.cols != o.K || sg.epi != EPI_ADD) return 0;
     /* rows per block: a multiple of 256 (thread pairs x rows), parts per head dividing 16 warps */
     int R = H % 512 == 0 ? 512 : (H % 256 == 0 ? 256 : 0);
-    if (R == 0 || 16 % (H / R) || (g.HV & (g.HV - 1)) || H / R > LG_MAX_PARTS) return 0;
+    if (R == 0 || 16 % (H / R) || (g.HV & (g.HV - 1)) || g.HV < 4 || H / R > LG_MAX_PARTS) return 0; /* shares as float4 */
+    int P = H / R, NL = 0, NLR = 0, tpr = 0;
+    if (fold) { /* the router fold: a logit row is tpr threads of 8 columns of x_old, at most two
+                 * rows per thread and NLR * 256 B of B slice in shared memory; ordered sums only */
+        NL = fold->E + (fold->ws ? 1 : 0);
+        NLR = (NL + P - 1) / P;
+        tpr = H % g.HV == 0 ? H / g.HV / 8 : 0;
+        if (!cnt || !fold->B || !fold->wr || !fold->xin || !fold->lraw || fold->xin == sg.y || tpr < 1 || tpr > 16 ||
+            (tpr & (tpr - 1)) || H % (8 * g.HV) || 2 * (LG_THREADS / tpr) < NLR || 4 * NLR > LG_THREADS || g.HV != 32)
+            return 0;
+    }
     if (!launch) return 1;
     lgdn_args L;
     memset(&L, 0, sizeof(L));
@@ -331,6 +347,77 @@ int lean_gdn(const void *gdn, int dk, const void *out, float *part, unsigned *cn
     L.cnt = cnt;
     L.pre = pre;
     L.tr = tr;
-    ln_launch(k_lgdn, g.HV * (H / R), LG_THREADS, (size_t)R * 80 + qact_smem_bytes(LG_D), pdl, st, L);
+    L.xin = sg.y;
+    L.ps = H;
+    if (fold) {
+        L.xin = fold->xin;
+        L.ps = H + P * NLR;
+        L.Bm = (const __nv_bfloat16 *)fold->B;
+        L.Wr = (const __nv_bfloat16 *)fold->wr;
+        L.Ws = (const __nv_bfloat16 *)fold->ws;
+        L.gf = fold->g;
+        L.E = fold->E;
+        L.NL = NL;
+        L.NLR = NLR;
+        L.tpr = tpr;
+        L.lraw = fold->lraw;
+    }
+    ln_launch(fold ? k_lgdn<true> : k_lgdn<false>, g.HV * P, LG_THREADS, (size_t)R * 80 + (fold ? (size_t)NLR * 2 * LG_D : 0) + qact_smem_bytes(LG_D), pdl, st, L);
     return 1;
+}
+
+/* ---- the router fold's precomputation (at load; not a hot path) */
+
+/* out[r][k] = dequant(W)[r][k] (* g[k] when g): a thread per 16 elements */
+__global__ void k_fold_dequant(gmat W, const float *g, float *out) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x, per = W.cols / 16;
+    if (i >= (long)W.rows * per) return;
+    long r = i / per;
+    int k0 = (int)(i % per) * 16;
+    float f[16];
+    gmat_dequant16(W, r, k0, f);
+    for (int e = 0; e < 16; e++) out[r * W.cols + k0 + e] = g ? f[e] * g[k0 + e] : f[e];
+}
+
+/* B[i][c] = sum_k A[i][k] W[k][c] (fp32 accumulation, rounded once to BF16): 32 x 32 output tiles,
+ * K in steps of 32 through shared memory. A [NL][H], W [H][K]. */
+__global__ void k_fold_mm(const float *A, const float *W, __nv_bfloat16 *B, int NL, int H, int K) {
+    __shared__ float as[32][33], ws[32][33];
+    int tx = threadIdx.x & 31, ty = threadIdx.x >> 5; /* 32 x 8 threads, 4 outputs each */
+    int i0 = blockIdx.y * 32, c0 = blockIdx.x * 32;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int k0 = 0; k0 < H; k0 += 32) {
+        for (int r = ty; r < 32; r += 8) {
+            as[r][tx] = i0 + r < NL ? A[(size_t)(i0 + r) * H + k0 + tx] : 0.0f;
+            ws[r][tx] = W[(size_t)(k0 + r) * K + c0 + tx];
+        }
+        __syncthreads();
+        for (int k = 0; k < 32; k++) {
+            float w = ws[k][tx];
+            for (int j = 0; j < 4; j++) acc[j] = fmaf(as[ty + 8 * j][k], w, acc[j]);
+        }
+        __syncthreads();
+    }
+    for (int j = 0; j < 4; j++)
+        if (i0 + ty + 8 * j < NL) B[(size_t)(i0 + ty + 8 * j) * K + c0 + tx] = __float2bfloat16(acc[j]);
+}
+
+cudaError_t lean_fold_precompute(void *B, const void *wr, const void *ws, const float *g, int E, int H, const void *wout_gmat,
+                                 float *tmp, cudaStream_t st) {
+    const gmat &Wo = *(const gmat *)wout_gmat;
+    int K = Wo.cols, NL = E + (ws ? 1 : 0);
+    if (Wo.rows != H || K % 32 || H % 32) return cudaErrorInvalidValue;
+    float *Wf = tmp, *Af = tmp + (size_t)H * K;
+    gmat R = {GT_BF16, E, H, (const uint8_t *)wr, NULL, NULL, NULL};
+    long n = (long)H * K / 16;
+    k_fold_dequant<<<(unsigned)((n + 255) / 256), 256, 0, st>>>(Wo, NULL, Wf);
+    n = (long)E * H / 16;
+    k_fold_dequant<<<(unsigned)((n + 255) / 256), 256, 0, st>>>(R, g, Af);
+    if (ws) {
+        gmat S = {GT_BF16, 1, H, (const uint8_t *)ws, NULL, NULL, NULL};
+        k_fold_dequant<<<(unsigned)((H / 16 + 255) / 256), 256, 0, st>>>(S, g, Af + (size_t)E * H);
+    }
+    k_fold_mm<<<dim3(K / 32, (NL + 31) / 32), 256, 0, st>>>(Af, Wf, (__nv_bfloat16 *)B, NL, H, K);
+    cudaError_t e = cudaGetLastError();
+    return e != cudaSuccess ? e : cudaStreamSynchronize(st);
 }

@@ -36,7 +36,10 @@ int lean_gemv(const void *gemv_args, int nsm, int pdl, cudaStream_t st, unsigned
 /* MoE gate/up + SwiGLU and down + combine (moe_args): k_lmoe_gu then k_lmoe_down. which: 1 gate/up
  * only, 2 down only, 3 both (the per-kernel profile times them apart). Returns 0 (nothing launched)
  * unless both kernels apply. */
-int lean_moe(const void *moe_args, int nsm, int pdl, cudaStream_t st, int which, unsigned long long *tr);
+int lean_moe(const void *moe_args, int nsm, int pdl, cudaStream_t st, int which, unsigned long long *tr, float *wraw);
+/* wraw: NULL, or the router is folded into lean_gdn (lean_fold): moe_args.logits are raw and its x
+ * is the previous kernel's output; wraw is device [k + 1] floats for the routing weights that
+ * gate/up hands to down. */
 
 /* One launch for a layer's MoE (router logits, top-k, gate/up + SwiGLU, down + combine + residual:
  * the same results as lean_gemv(router) + lean_moe) and, when tail != NULL, the next layer's input
@@ -56,6 +59,26 @@ int lean_moe_fused(const void *moe_args, const void *router_gemv_args, const voi
  * (nothing launched) outside DK = DV = 128, power-of-two HV and Q4_K rows of 256 | H; with launch 0
  * only says whether it would launch. */
 int lean_gdn(const void *gdn, int dk, const void *out, float *part, unsigned *cnt, int pre, int pdl, cudaStream_t st,
-             unsigned long long *tr, int launch);
+             unsigned long long *tr, int launch, const struct lean_fold *fold);
+
+/* The MoE router folded into lean_gdn (k_lgdn.cuh): the kernel also writes the raw router logits
+ * lraw = W_r diag(g) x (x the new residual; no 1/rms), from B = W_r diag(g) W_out (precomputed at
+ * load, lean_fold_precompute) and W_r itself. Then it reads the residual from xin and writes
+ * out's y = xin + W_out y (xin != out's y). part must hold lean_gdn_part_floats(HV, H, NL). */
+struct lean_fold {
+    const void *B;     /* __nv_bfloat16 [NL][HV * DV] */
+    const void *wr;    /* __nv_bfloat16 [E][H] router rows */
+    const void *ws;    /* __nv_bfloat16 [1][H] shared-expert gate row, NULL: none (NL = E) */
+    const float *g;    /* [H] ffn norm gain */
+    int E;
+    const float *xin;  /* [H] */
+    float *lraw;       /* [NL] */
+};
+size_t lean_gdn_part_floats(int HV, int H, int NL);
+/* B[NL][K] (BF16, device) = (wr rows, then ws) diag(g) Wout for a BF16 router [E][H], optional BF16
+ * shared gate [1][H] and an out-projection gmat (any type gmat_dequant16 reads) of H rows and K
+ * columns; tmp: device scratch of (H * K + NL * H) floats. Synchronous on st. */
+cudaError_t lean_fold_precompute(void *B, const void *wr, const void *ws, const float *g, int E, int H, const void *wout_gmat,
+                                 float *tmp, cudaStream_t st);
 
 #endif
