@@ -88,6 +88,18 @@ __device__ __forceinline__ void cp_async16(void *dst, const void *src, int src_b
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
 template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory"); }
 
+/* t + the dot of 8 BF16 values (a 16-byte load) with x[0..8), one fma each in order. */
+__device__ __forceinline__ float bf16x8_fma(uint4 u, const float *x, float t) {
+    const __nv_bfloat162 *b2 = (const __nv_bfloat162 *)&u;
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        float2 f = __bfloat1622float2(b2[e]);
+        t = fmaf(f.x, x[2 * e], t);
+        t = fmaf(f.y, x[2 * e + 1], t);
+    }
+    return t;
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

@@ -304,14 +304,7 @@ __device__ __forceinline__ void attn_fold_xold(const attn_dec_args &a, float *re
         bool on = rr < rpb && row < NL;
         float t = 0.0f;
         if (on) {
-            uint4 u = *(const uint4 *)((row < a.fE ? a.fwr + (size_t)row * a.fH : a.fws) + col);
-            const __nv_bfloat162 *b2 = (const __nv_bfloat162 *)&u;
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                float2 f = __bfloat1622float2(b2[e]);
-                t = fmaf(f.x, xg[2 * e], t);
-                t = fmaf(f.y, xg[2 * e + 1], t);
-            }
+            t = bf16x8_fma(*(const uint4 *)((row < a.fE ? a.fwr + (size_t)row * a.fH : a.fws) + col), xg, t);
         }
         t = warp_sum(t);
         if ((tid & 31) == 0) red[tid >> 5] = t;

@@ -156,14 +156,7 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
             float t = 0.0f;
             if (row < L.NLR && i < L.NL) {
                 const __nv_bfloat16 *wr = (i < L.E ? L.Wr + (size_t)i * L.W.rows : L.Ws) + col;
-                uint4 u = *(const uint4 *)wr;
-                const __nv_bfloat162 *b2 = (const __nv_bfloat162 *)&u;
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    float2 f = __bfloat1622float2(b2[e]);
-                    t = fmaf(f.x, xg[2 * e], t);
-                    t = fmaf(f.y, xg[2 * e + 1], t);
-                }
+                t = bf16x8_fma(*(const uint4 *)wr, xg, t);
             }
             for (int o = 1; o < L.tpr; o <<= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
             if (c8 == 0 && row < L.NLR) la[row] = t;
@@ -276,16 +269,9 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
             float t = c8 == 0 && row < L.NLR ? la[row] : 0.0f;
             if (row < L.NLR)
                 for (int ch = c8; ch < 16; ch += L.tpr) {
-                    uint4 u = *(const uint4 *)(tb + (size_t)row * 2 * LG_D + 16 * ch);
-                    const __nv_bfloat162 *b2 = (const __nv_bfloat162 *)&u;
                     float4 y0 = *(const float4 *)(xf + 8 * ch), y1 = *(const float4 *)(xf + 8 * ch + 4);
                     float yv[8] = {y0.x, y0.y, y0.z, y0.w, y1.x, y1.y, y1.z, y1.w};
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        float2 f = __bfloat1622float2(b2[e]);
-                        t = fmaf(f.x, yv[2 * e], t);
-                        t = fmaf(f.y, yv[2 * e + 1], t);
-                    }
+                    t = bf16x8_fma(*(const uint4 *)(tb + (size_t)row * 2 * LG_D + 16 * ch), yv, t);
                 }
             for (int o = 1; o < L.tpr; o <<= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
             if (c8 == 0 && row < L.NLR) __stcg(L.part + LG_PIDX(H + part * L.NLR + row, h), t);
