@@ -12,12 +12,15 @@ B=${BUILD:-build}
 S=${LILAC_SHARED:-../shared}
 W=.cuda-wt/stage
 rm -rf "$W" && mkdir -p "$W/lab" "$W/lib" "$W/shared/fixtures"
-cp "$B/lilac" "$B/tests/gpu/gpu_test" dev/gpu_session.sh "$W/"
+# MIN=1: only the lilac binaries and the libraries (an A/B bench call: the 64 MiB carry limit counts
+# the tracked tree too, ~30 MB of results, so gpu_test + fixtures + three binaries no longer fit)
+if [ -n "${MIN:-}" ]; then cp "$B/lilac" "$W/"; else cp "$B/lilac" "$B/tests/gpu/gpu_test" dev/gpu_session.sh "$W/"; fi
 # variants linked by dev/lean_variant.sh (build/lilac-NAME) come along
 for v in "$B"/lilac-*; do [ -f "$v" ] && cp "$v" "$W/"; done
-strip --strip-debug "$W"/lilac* "$W/gpu_test"  # the carry limit is 64 MiB
+strip --strip-debug "$W"/lilac*; [ -z "${MIN:-}" ] && strip --strip-debug "$W/gpu_test"  # the carry limit is 64 MiB
 # NOLAB=1: without the lab (smaller); LAB="gdn_chunk attn": only those lab programs
-if [ -n "${LAB:-}" ]; then for k in $LAB; do cp "$B/lab/$k" "$W/lab/"; done
+if [ -n "${MIN:-}" ]; then :
+elif [ -n "${LAB:-}" ]; then for k in $LAB; do cp "$B/lab/$k" "$W/lab/"; done
 elif [ -d "$B/lab" ] && [ -z "${NOLAB:-}" ]; then cp "$B"/lab/* "$W/lab/"; fi
 # the libraries the GPU machine lacks (and theirs); everything else lilac links is there
 for n in libcjson.so.1 libutf8proc.so.2 libmicrohttpd.so.12 libgnutls.so.30 libidn2.so.0 libunistring.so.2 \
@@ -25,7 +28,7 @@ for n in libcjson.so.1 libutf8proc.so.2 libmicrohttpd.so.12 libgnutls.so.30 libi
     f=$(ldd "$B/lilac" | awk -v n="$n" '$1 == n {print $3}')
     [ -n "$f" ] && cp -L "$f" "$W/lib/"
 done
-cp -r "$S/fixtures/tiny" "$S/fixtures/small" "$W/shared/fixtures/"
+[ -z "${MIN:-}" ] && cp -r "$S/fixtures/tiny" "$S/fixtures/small" "$W/shared/fixtures/"
 XZ_OPT=${XZ_OPT:--9} tar cJf .cuda-wt/b.tar.xz -C "$W" .  # -9: the bundle must leave room under the 64 MiB carry limit
 rm -rf "$W"
 ls -la .cuda-wt/b.tar.xz
