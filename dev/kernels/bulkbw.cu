@@ -10,7 +10,8 @@
  * 108 KB arrive at ~20 GB/s. Is that the copy engine of one SM (bulk), the DRAM, or the launch?
  * Session 7 added equal-byte configs cut into many small copies: the fused MoE kernel's trace said a
  * copy issued after the top-k costs ~150 ns of the copy engine whatever its size.
- * Output: per config, µs per launch and GB/s over the grid.
+ * Output: per config, µs per launch and GB/s over the grid; then (session 9) the lm head's tiles
+ * streamed through a ring, four copies per tile vs one (k_ring).
  */
 #include "lab.cuh"
 #include "../../src/backend/cuda/k_gemvq.cuh"
@@ -39,6 +40,77 @@ __global__ void __launch_bounds__(BB_THREADS) k_bb(const uint8_t *src, int N, in
         __syncthreads();
     }
     if (threadIdx.x == 0 && B && sm[0] == 0xfe && sm[B - 1] == 0xfd) atomicAdd(sink, 1u); /* keep the copies */
+}
+
+/* Session 9: the same question in steady state, for the lm head (decode's largest kernel, ~137 µs at
+ * ~3.05 TB/s): each block streams T tiles through an NST-stage ring as k_lgemv<true> does, each tile
+ * issued as the given copies (the Q6_K planes of 16 rows x 2048: ql 16 KB, qh 8 KB, scales 2 KB,
+ * d 256 B; or the same 26.25 KB as one copy, a tile-contiguous layout), every thread reading its
+ * 16 bytes of each landed stage before thread 0 refills it. No dot products: the copy engine and
+ * the DRAM alone. */
+#define RING_MAXC 4
+struct ring_cfg { int nc, sz[RING_MAXC]; };
+__global__ void __launch_bounds__(BB_THREADS) k_ring(const uint8_t *src, int T, int NST, ring_cfg c, unsigned *sink) {
+    extern __shared__ __align__(16) uint8_t sm[];
+    __shared__ __align__(8) uint64_t bar[8];
+    int S = 0;
+    for (int k = 0; k < c.nc; k++) S += c.sz[k];
+    const uint8_t *p = src + (size_t)blockIdx.x * T * S;
+    auto issue = [&](int i) {
+        uint8_t *dst = sm + (size_t)(i % NST) * S;
+        mbar_expect_tx(&bar[i % NST], (uint32_t)S);
+        size_t o = 0;
+        for (int k = 0; k < c.nc; k++) { /* plane k of tile i: adjacent here (apart in the SoA layout); the copy count is what differs */
+            bulk_g2s(dst + o, p + (size_t)i * S + o, (uint32_t)c.sz[k], &bar[i % NST]);
+            o += c.sz[k];
+        }
+    };
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < NST; i++) mbar_init(&bar[i], 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        for (int i = 0; i < NST && i < T; i++) issue(i);
+    }
+    __syncthreads();
+    unsigned acc = 0;
+    for (int i = 0; i < T; i++) {
+        mbar_wait(&bar[i % NST], (uint32_t)((i / NST) & 1));
+        const uint8_t *st = sm + (size_t)(i % NST) * S;
+        for (int o = threadIdx.x * 16; o < S; o += BB_THREADS * 16) acc += *(const unsigned *)(st + o);
+        __syncthreads();
+        if (threadIdx.x == 0 && i + NST < T) {
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            issue(i + NST);
+        }
+    }
+    if (acc == 0x12345678u) atomicAdd(sink, 1u); /* keep the reads */
+}
+
+static void ring_run(const uint8_t *buf, size_t total, unsigned *sink, int nsm, const char *name, ring_cfg c, int NST) {
+    int S = 0;
+    for (int k = 0; k < c.nc; k++) S += c.sz[k];
+    int T = 15520 / nsm + 1; /* the lm head's 16-row tiles of 248320 rows, per block */
+    size_t per = (size_t)T * S * nsm, smem = (size_t)NST * S;
+    CK(cudaFuncSetAttribute(k_ring, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    k_ring<<<nsm, BB_THREADS, smem>>>(buf, T, NST, c, sink);
+    CK(cudaDeviceSynchronize());
+    float sum = 0.0f;
+    size_t off = 0;
+    for (int it = 0; it < 10; it++) {
+        off = (off + per + 4096) % (total - per);
+        off &= ~(size_t)127;
+        CK(cudaEventRecord(e0));
+        k_ring<<<nsm, BB_THREADS, smem>>>(buf + off, T, NST, c, sink);
+        CK(cudaEventRecord(e1));
+        CK(cudaEventSynchronize(e1));
+        float ms = 0.0f;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        sum += ms;
+    }
+    double us = sum * 1000.0 / 10;
+    printf("ring %-22s %d stages: %4d tiles x %6d B per block, %8.1f us, %6.0f GB/s\n", name, NST, T, S, us, per / (us * 1e3));
 }
 
 int main() {
@@ -92,5 +164,11 @@ int main() {
     float ms = 0.0f;
     CK(cudaEventElapsedTime(&ms, e0, e1));
     printf("empty launch (back to back): %.2f us\n", ms * 1000.0 / 40);
+    /* steady-state streaming of the lm head's tiles: four planes vs one copy */
+    ring_cfg planes = {4, {16384, 8192, 2048, 256}}, one = {1, {26880, 0, 0, 0}};
+    for (int nst = 3; nst <= 4; nst++) {
+        ring_run(buf, total, sink, nsm, "Q6_K planes (4 copies)", planes, nst);
+        ring_run(buf, total, sink, nsm, "tile-contiguous (1)", one, nst);
+    }
     return 0;
 }
