@@ -18,9 +18,9 @@ if [ -n "${MIN:-}" ]; then cp "$B/lilac" "$W/"; else cp "$B/lilac" "$B/tests/gpu
 # variants linked by dev/lean_variant.sh (build/lilac-NAME) come along
 for v in "$B"/lilac-*; do [ -f "$v" ] && cp "$v" "$W/"; done
 strip --strip-debug "$W"/lilac*; [ -z "${MIN:-}" ] && strip --strip-debug "$W/gpu_test"  # the carry limit is 64 MiB
-# NOLAB=1: without the lab (smaller); LAB="gdn_chunk attn": only those lab programs
-if [ -n "${MIN:-}" ]; then :
-elif [ -n "${LAB:-}" ]; then for k in $LAB; do cp "$B/lab/$k" "$W/lab/"; done
+# NOLAB=1: without the lab (smaller); LAB="gdn_chunk attn": only those lab programs (MIN=1 LAB=...: both)
+if [ -n "${LAB:-}" ]; then for k in $LAB; do cp "$B/lab/$k" "$W/lab/"; done  # with MIN=1 too
+elif [ -n "${MIN:-}" ]; then :
 elif [ -d "$B/lab" ] && [ -z "${NOLAB:-}" ]; then cp "$B"/lab/* "$W/lab/"; fi
 # the libraries the GPU machine lacks (and theirs); everything else lilac links is there
 for n in libcjson.so.1 libutf8proc.so.2 libmicrohttpd.so.12 libgnutls.so.30 libidn2.so.0 libunistring.so.2 \

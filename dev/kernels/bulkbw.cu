@@ -85,10 +85,12 @@ __global__ void __launch_bounds__(BB_THREADS) k_ring(const uint8_t *src, int T, 
     if (acc == 0x12345678u) atomicAdd(sink, 1u); /* keep the reads */
 }
 
-static void ring_run(const uint8_t *buf, size_t total, unsigned *sink, int nsm, const char *name, ring_cfg c, int NST) {
+/* bps blocks per SM (grid nsm * bps); a stage of S bytes holds 15520 * 26880 / (T * grid) tiles */
+static void ring_run(const uint8_t *buf, size_t total, unsigned *sink, int nsm, const char *name, ring_cfg c, int NST, int bps = 1) {
     int S = 0;
     for (int k = 0; k < c.nc; k++) S += c.sz[k];
-    int T = 15520 / nsm + 1; /* the lm head's 16-row tiles of 248320 rows, per block */
+    int T = (int)((15520LL * 26880 / S) / (nsm * bps)) + 1; /* the lm head's bytes (16-row tiles of 248320 rows) per block */
+    nsm *= bps;
     size_t per = (size_t)T * S * nsm, smem = (size_t)NST * S;
     CK(cudaFuncSetAttribute(k_ring, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     cudaEvent_t e0, e1;
@@ -164,11 +166,39 @@ int main() {
     float ms = 0.0f;
     CK(cudaEventElapsedTime(&ms, e0, e1));
     printf("empty launch (back to back): %.2f us\n", ms * 1000.0 / 40);
+    /* session 10: is the ~3.5 µs before a cold launch's first bytes address translation? The same
+     * 3 x 36 KB per block, the fresh offsets rotating through windows of 256 MB .. 4 GB (all past
+     * the L2; a TLB covering the smaller windows would show as a shorter launch there) */
+    for (size_t win = (size_t)256 << 20; win <= total; win <<= 2) {
+        size_t per = (size_t)3 * 36864 * nsm, off = 0;
+        float ms_sum = 0.0f;
+        for (int it = 0; it < 60; it++) {
+            off = (off + per + 4096) % (win - per);
+            off &= ~(size_t)127;
+            CK(cudaEventRecord(e0));
+            k_bb<<<nsm, BB_THREADS, 3 * 36864>>>(buf + off, 3, 36864, 0, sink);
+            CK(cudaEventRecord(e1));
+            CK(cudaEventSynchronize(e1));
+            float m = 0.0f;
+            CK(cudaEventElapsedTime(&m, e0, e1));
+            if (it >= 20) ms_sum += m;
+        }
+        printf("window %5zu MB: bulk 3 x 36864 B per block, %.2f us per launch\n", win >> 20, ms_sum * 1000.0 / 40);
+    }
     /* steady-state streaming of the lm head's tiles: four planes vs one copy */
     ring_cfg planes = {4, {16384, 8192, 2048, 256}}, one = {1, {26880, 0, 0, 0}};
     for (int nst = 3; nst <= 4; nst++) {
         ring_run(buf, total, sink, nsm, "Q6_K planes (4 copies)", planes, nst);
         ring_run(buf, total, sink, nsm, "tile-contiguous (1)", one, nst);
     }
+    /* session 10: the ring got ~3.4 TB/s where bulk launches of 180 KB reach ~4.3 TB/s. Bigger
+     * stages (2 tiles), deeper rings, two blocks per SM */
+    ring_cfg two = {1, {53760, 0, 0, 0}}, half = {1, {13440, 0, 0, 0}};
+    ring_run(buf, total, sink, nsm, "2 tiles per stage", two, 3);
+    ring_run(buf, total, sink, nsm, "2 tiles per stage", two, 4);
+    ring_run(buf, total, sink, nsm, "1 tile, 6 stages", one, 6);
+    ring_run(buf, total, sink, nsm, "1 tile, 2 blocks/SM", one, 3, 2);
+    ring_run(buf, total, sink, nsm, "1 tile, 2 blocks/SM", one, 4, 2);
+    ring_run(buf, total, sink, nsm, "half tile, 8 stages", half, 8);
     return 0;
 }

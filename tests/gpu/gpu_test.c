@@ -276,13 +276,17 @@ static int run_decode(const qwen_model *m, const int32_t *tok, int P, int D, flo
     return ok;
 }
 
-/* The router folded into the GDN kernel (LILAC_CUDA_FOLD, k_lgdn.cuh) against the router GEMV on
- * the same weights. The fold computes the logits from fp32 y and a BF16 B = W_r diag(g) W_out
- * instead of from q8(y) through Q4_K W_out and the new residual, so the routing weights differ in
- * their last bits and the logits by rounding: every row's argmax equal, the mean KL of the two
- * distributions under 1e-3, and the same greedy tokens. (Each path is also checked against the fp32
- * reference by the accuracy tests, which run with the default: the fold on.) */
-static void test_fold_equal(const char *preset, int P, int D) {
+/* A decode switch against its other setting on the same weights: a prefill of P tokens, D tokens
+ * decoded one by one, then 8 greedy tokens from generate. The two settings round differently, so:
+ * every row's argmax equal, the mean KL of the two distributions under 1e-3 and the same greedy
+ * tokens. (Each setting is also checked against the fp32 reference by the accuracy tests, which run
+ * with the default.) Used for:
+ * - the router folded into the GDN kernel (LILAC_CUDA_FOLD, k_lgdn.cuh; default 3) against the router
+ *   GEMV: the fold computes the logits from fp32 y and a BF16 B = W_r diag(g) W_out instead of from
+ *   q8(y) through Q4_K W_out and the new residual;
+ * - flash-decoding blocks of 4 query heads (LILAC_CUDA_FD_FG=4, k_attn_dec.cuh; opt-in) against
+ *   blocks of all 8 (the default): other split boundaries, so other partial sums. */
+static void test_switch_equal(const char *preset, int P, int D, const char *var, const char *on, const char *off, const char *what) {
     qwen_model *m = NULL;
     if (qwen_model_synthetic(preset, 21, &m) != LL_OK) { check(0, "synthetic: %s", ll_errmsg()); return; }
     int V = m->hp.n_vocab;
@@ -292,18 +296,18 @@ static void test_fold_equal(const char *preset, int P, int D) {
     int32_t gen[2][8];
     int okrun = 1;
     for (int k = 0; k < 2 && okrun; k++) {
-        setenv("LILAC_CUDA_FOLD", k ? "0" : "3", 1);
+        setenv(var, k ? off : on, 1);
         okrun = run_decode(m, tok, P, D, lg[k], gen[k]);
-        if (!okrun) check(0, "%s: decode with the router fold %s: %s", preset, k ? "off" : "on", ll_errmsg());
+        if (!okrun) check(0, "%s: decode with %s=%s: %s", preset, var, k ? off : on, ll_errmsg());
     }
-    unsetenv("LILAC_CUDA_FOLD");
+    unsetenv(var);
     if (okrun) {
         cmp_stats st = compare(lg[1], lg[0], D, V);
         int same = 0;
         for (int i = 0; i < D; i++) same += argmaxf(lg[0] + (size_t)i * V, V) == argmaxf(lg[1] + (size_t)i * V, V);
-        check(same == D && st.mean_kl <= 1e-3, "%s: decode with the router fold vs the router GEMV, %d rows after %d: argmax %d/%d, mean KL %.2e, max |d| %.3g (max |logit| %.3g)",
-              preset, D, P, same, D, st.mean_kl, st.max_abs, st.max_ref);
-        check(!memcmp(gen[0], gen[1], sizeof(gen[0])), "%s: greedy generate with the router fold equals the one without (8 tokens)", preset);
+        check(same == D && st.mean_kl <= 1e-3, "%s: decode with %s (%s=%s vs %s), %d rows after %d: argmax %d/%d, mean KL %.2e, max |d| %.3g (max |logit| %.3g)",
+              preset, what, var, on, off, D, P, same, D, st.mean_kl, st.max_abs, st.max_ref);
+        check(!memcmp(gen[0], gen[1], sizeof(gen[0])), "%s: greedy generate with %s=%s equals %s=%s (8 tokens)", preset, var, on, var, off);
     }
     free(lg[0]); free(lg[1]); free(tok);
     qwen_model_free_synthetic(m);
@@ -326,7 +330,7 @@ static void test_persist_equal(const char *preset, int P, int D) {
     int32_t gen[2][8];
     int okrun = 1;
     /* the persistent kernel keeps the router GEMV: the per-kernel path without the router fold
-     * computes the same sums (the fold has its own test, test_fold_equal) */
+     * computes the same sums (the fold has its own test, test_switch_equal) */
     setenv("LILAC_CUDA_FOLD", "0", 1);
     for (int k = 0; k < 2 && okrun; k++) {
         setenv("LILAC_CUDA_PERSIST", k ? "0" : "1", 1);
@@ -600,7 +604,9 @@ int main(int argc, char **argv) {
 #endif
     test_persist_equal("tiny", 40, 12);
     if (!quick) test_persist_equal("qwen3.6-35b-a3b-L4", 300, 12);
-    test_fold_equal("qwen3.6-35b-a3b-L4", 300, 12);
+    test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_FOLD", "3", "0", "the router fold");
+    /* 1200 positions: 33 splits of 4-head blocks vs 66 of 8-head blocks, every split non-empty */
+    test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_FD_FG", "4", "8", "4-head flash-decoding blocks");
     test_vs_ref("tiny", 70, 16, 16);
     test_lazy_equal("tiny");
     test_long("tiny", quick ? 5000 : 33000, 4096);

@@ -128,6 +128,8 @@ struct cu_backend {
     int fd_minpos;                        /* flash-decoding: fewest positions per split (LILAC_CUDA_FD_MINPOS; default 0: every split, 64 measured no faster) */
     int fuse;                             /* the fused MoE kernel (k_fused.cuh: router .. down + the next layer's projection in one launch; default, LILAC_CUDA_FUSE=0 off) */
     unsigned long long *fz_bar;           /* its grid barrier counter (device) */
+    int fd_fg;                            /* query heads per flash-decoding block: 8 (default) or 4 (LILAC_CUDA_FD_FG=4: fits next to the projection before it) */
+    int pfnext;                           /* the MoE down prefetches the next input projection into L2: 0 off, 1 after its wait, 2 at entry */
     int gdn_fuse;                         /* GDN step + out-projection in one launch (k_lgdn.cuh; default; LILAC_CUDA_GDN_FUSE=0 off,
                                            * 2: the heads' shares by fp32 atomics, not reproducible) */
     int gdn_pre;                          /* k_lgdn: 1 W slice, 2 state requested before the wait (LILAC_CUDA_GDN_PRE, default 1:
@@ -136,11 +138,10 @@ struct cu_backend {
                                            * projection (and of the router logits with the fold) */
     int gdn_fold;                         /* the MoE router folded into the layer's mixer (lean.h lean_fold), one launch
                                            * fewer per layer: LILAC_CUDA_FOLD bits 1 GDN layers (k_lgdn), 2 attention
-                                           * layers (the combine and the out-projection); default 0. Measured
+                                           * layers (the combine and the out-projection); default 1. Measured
                                            * (bench/results/2026-11-30-h200-s9, call 12): =1 578.6 / 579.0 tok/s vs
-                                           * 574.9 / 574.7 without, =2 557.5 / 557.7; =1 also holds 63 MB more
-                                           * weights (B), so it stays opt-in until a full bench and the memory
-                                           * figure are measured with it */
+                                           * 574.9 / 574.7 without, =2 557.5 / 557.7; =1 holds 63 MB more weights
+                                           * (B); session 10 made it the default (bench/results/2026-12-01-h200-s10) */
     float *x2;                            /* [H] the other residual buffer (the fold writes x_new beside x_old) */
     float *moe_w;                         /* [k + 1] routing weights gate/up hands to down with the fold */
     unsigned *gdn_cnt;                    /* k_lgdn: arrival counters (LG_MAX_PARTS; zeroed once) */
@@ -634,6 +635,18 @@ static void ln_trace_print(cu_backend *b, int pos) {
                 "router %.2f, shared g/u %.2f, B1+top-k %.2f, issued %.2f, 1st routed tile %.2f, g/u done %.2f, B2 %.2f, P2 %.2f, "
                 "B3 %.2f, done %.2f\n", nfz, fz[0] / nfz, fz[1] / nfz, fz[2] / nfz, fz[3] / nfz, fz[4] / nfz, fz[5] / nfz,
                 fz[6] / nfz, fz[7] / nfz, fz[8] / nfz, fz[9] / nfz, fz[10] / nfz, fz[11] / nfz, fz[12] / nfz);
+    /* k_lgemv's prologue alone (stamp 40, before its post-wait copies are issued), per kernel name */
+    for (int k = 0; k < nn; k++) {
+        double sp = 0.0;
+        int c = 0;
+        for (int i = 1; i < b->ln_n; i++) {
+            const unsigned long long *r = h + (size_t)S * i;
+            if (strcmp(b->ln_names[i], names[k]) || !r[40]) continue;
+            sp += ((double)r[40] - (double)r[1]) / 1e3;
+            c++;
+        }
+        if (c) fprintf(stderr, "  %-18s wait -> prologue done %.2f us (then the post-wait copies issued)\n", names[k], sp / c);
+    }
     for (int i = 0; i < b->ln_n && i < 14; i++) {
         const unsigned long long *r = h + (size_t)S * i;
         fprintf(stderr, "  %-18s entry %8.2f wait %8.2f pro %8.2f tile %8.2f done %8.2f\n", b->ln_names[i], (r[0] - t0) / 1e3,
@@ -895,7 +908,11 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
                     da.n_rot = hp.n_rot;
                     da.eps = eps;
                     da.tr = ln_slot(b, "attn.fd");
-                    launch_pdl(b, k_attn_decode_fd<8, false>, dim3(NKV, ns), dim3(FD_WARPS * 32), fsm, da);
+                    if (b->fd_fg == 4) { /* half the heads per block, as many blocks (k_attn_decode_fd<8, false, 4>) */
+                        da.nsplit = ns = LL_MAX(1, ns / 2);
+                        launch_pdl(b, k_attn_decode_fd<8, false, 4>, dim3(NKV * (FD_G / 4), ns), dim3(FD_WARPS * 32), attn_fd_smem(HD, 4), da);
+                    } else
+                        launch_pdl(b, k_attn_decode_fd<8, false>, dim3(NKV, ns), dim3(FD_WARPS * 32), fsm, da);
                     da.tr = NULL;
                 } else if (HD == 256) launch_pdl(b, k_attn_decode_fd<8>, dim3(NKV, ns), dim3(FD_WARPS * 32), fsm, da);
                 else if (HD == 128) launch_pdl(b, k_attn_decode_fd<4>, dim3(NKV, ns), dim3(FD_WARPS * 32), fsm, da);
@@ -961,7 +978,26 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
             lean_moe(&ma, b->nsm, b->pdl, b->st, 1, ln_slot(b, "moe.gateup"), fold ? b->moe_w : NULL);
             prof_end(b, "moe.gateup", b->moe_gu_bytes, 2 * b->moe_gu_bytes);
             prof_begin(b);
-            lean_moe(&ma, b->nsm, b->pdl, b->st, 2, ln_slot(b, "moe.down"), fold ? b->moe_w : NULL);
+            /* the next layer's input projection into L2 while the down and that projection's
+             * prologue run (LILAC_CUDA_PFNEXT) */
+            lean_pf pf = {};
+            if (b->pfnext && l + 1 < hp.n_layer) {
+                pk_layer pn;
+                decode_layer_args(b, l + 1, &pn, xc, xc);
+                pf.when = b->pfnext;
+                for (int i = 0; i < pn.in.nseg && pf.n + 4 <= LEAN_PF_MAX; i++) {
+                    const gmat &W = pn.in.seg[i].W;
+                    size_t nb = (size_t)W.rows * (W.cols >> 8);
+                    if (W.type == GT_Q4_K || W.type == GT_Q6_K) {
+                        pf.p[pf.n] = W.q; pf.bytes[pf.n++] = nb * 128;
+                        pf.p[pf.n] = W.sc; pf.bytes[pf.n++] = nb * 16;
+                        if (W.type == GT_Q6_K) { pf.p[pf.n] = W.qh; pf.bytes[pf.n++] = nb * 64; pf.p[pf.n] = W.d; pf.bytes[pf.n++] = nb * 2; }
+                    } else if (W.type == GT_BF16) {
+                        pf.p[pf.n] = W.q; pf.bytes[pf.n++] = (size_t)W.rows * W.cols * 2;
+                    }
+                }
+            }
+            lean_moe(&ma, b->nsm, b->pdl, b->st, 2, ln_slot(b, "moe.down"), fold ? b->moe_w : NULL, &pf);
             prof_end(b, "moe.down", b->moe_d_bytes, 2 * b->moe_d_bytes);
         } else if (b->qmode && moe_tma_launch(b, ma, kf)) {
         } else if (b->qmode && nu_gu <= RR_NU_MAX && nu_d == 1 && rounds <= MOE_DOWN_IT && L.egate.type == L.eup.type) {
@@ -1784,6 +1820,7 @@ static ll_status cu_init(cu_backend *b) {
         if (HDd == 256) {
             CU_TRY(cudaFuncSetAttribute(k_attn_decode_fd<8>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fsm));
             CU_TRY(cudaFuncSetAttribute(k_attn_decode_fd<8, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fsm));
+            CU_TRY(cudaFuncSetAttribute(k_attn_decode_fd<8, false, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)attn_fd_smem(HDd, 4)));
             cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_attn_decode_fd<8>, FD_WARPS * 32, fsm);
         } else if (HDd == 128) {
             CU_TRY(cudaFuncSetAttribute(k_attn_decode_fd<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fsm));
@@ -1904,7 +1941,11 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     b->fd_minpos = getenv("LILAC_CUDA_FD_MINPOS") ? atoi(getenv("LILAC_CUDA_FD_MINPOS")) : 0;
     b->gdn_pre = getenv("LILAC_CUDA_GDN_PRE") ? atoi(getenv("LILAC_CUDA_GDN_PRE")) & 15 : 9;
     b->gdn_fuse = !(getenv("LILAC_CUDA_GDN_FUSE") && !atoi(getenv("LILAC_CUDA_GDN_FUSE")));
-    b->gdn_fold = getenv("LILAC_CUDA_FOLD") ? atoi(getenv("LILAC_CUDA_FOLD")) & 3 : 0;
+    b->gdn_fold = getenv("LILAC_CUDA_FOLD") ? atoi(getenv("LILAC_CUDA_FOLD")) & 3 : 1; /* session 10: GDN layers on by default (+7 tok/s) */
+    /* session 10: 4 is +2.5 tok/s at 4K but -80 at 128K (half the splits of half the heads, K/V read
+     * twice, 2-position tiles), so opt-in: the graph's launch shape cannot follow the context */
+    b->fd_fg = getenv("LILAC_CUDA_FD_FG") && atoi(getenv("LILAC_CUDA_FD_FG")) == 4 ? 4 : 8;
+    b->pfnext = getenv("LILAC_CUDA_PFNEXT") ? atoi(getenv("LILAC_CUDA_PFNEXT")) : 0; /* experiment (session 10) */
     b->fuse = getenv("LILAC_CUDA_FUSE") ? atoi(getenv("LILAC_CUDA_FUSE")) : 0; /* opt-in (slower, session 7); 2: without the next projection */
     b->fd_fused = !(getenv("LILAC_CUDA_ATTN_FUSED") && !atoi(getenv("LILAC_CUDA_ATTN_FUSED")));
     b->moe_tma = !(getenv("LILAC_CUDA_MOE_TMA") && !atoi(getenv("LILAC_CUDA_MOE_TMA")));

@@ -28,11 +28,17 @@
 #define FD_TILE 4   /* positions per warp iteration (2: 200 registers, also one block per SM; 4 keeps twice the K/V loads in flight: 295 -> 315 tok/s at 128K, session 8) */
 #endif
 #define FD_WARPS 8
+#ifndef FD_TILE_FG
+#define FD_TILE_FG 2 /* positions per warp iteration of the FG < FD_G blocks (128 registers) */
+#endif
 #define FD_PF 64    /* cached rows per split prefetched into L2 before the wait (past the warps' first tiles) */
+#ifndef FD_PF_FG
+#define FD_PF_FG 256 /* the same for the FG < FD_G blocks, which enter while the projection before them runs */
+#endif
 
 /* dynamic smem: q [G][HD] fp32 + per-warp states for the merge */
-__host__ __device__ static inline size_t attn_fd_smem(int HD) {
-    return (size_t)FD_G * HD * 4 + (size_t)FD_WARPS * FD_G * HD * 4 + (size_t)FD_WARPS * FD_G * 2 * 4;
+__host__ __device__ static inline size_t attn_fd_smem(int HD, int FG = FD_G) {
+    return (size_t)FG * HD * 4 + (size_t)FD_WARPS * FG * HD * 4 + (size_t)FD_WARPS * FG * 2 * 4;
 }
 
 /* All-reduce of v[0..7] over the warp: afterwards every lane holds all eight totals. */
@@ -59,6 +65,28 @@ __device__ __forceinline__ void fd_allreduce8(float v[FD_G], int lane) {
      * ((g >> 2) << 4) | (((g >> 1) & 1) << 3) | ((g & 1) << 2) */
 #pragma unroll
     for (int g = 0; g < FD_G; g++) v[g] = __shfl_sync(0xffffffffu, a1, ((g >> 2) << 4) | (((g >> 1) & 1) << 3) | ((g & 1) << 2));
+}
+
+/* All-reduce of v[0..3] over the warp (the FG = 4 blocks of k_attn_decode_fd): afterwards every lane
+ * holds all four totals. */
+__device__ __forceinline__ void fd_allreduce4(float v[4], int lane) {
+    float a2[2], a1;
+    bool b4 = lane & 16, b3 = lane & 8;
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        float send = b4 ? v[i] : v[i + 2], keep = b4 ? v[i + 2] : v[i];
+        a2[i] = keep + __shfl_xor_sync(0xffffffffu, send, 16);
+    }
+    {
+        float send = b3 ? a2[0] : a2[1], keep = b3 ? a2[1] : a2[0];
+        a1 = keep + __shfl_xor_sync(0xffffffffu, send, 8);
+    }
+    a1 += __shfl_xor_sync(0xffffffffu, a1, 4);
+    a1 += __shfl_xor_sync(0xffffffffu, a1, 2);
+    a1 += __shfl_xor_sync(0xffffffffu, a1, 1);
+    /* lane holds head (b4 ? 2 : 0) + (b3 ? 1 : 0) */
+#pragma unroll
+    for (int g = 0; g < 4; g++) v[g] = __shfl_sync(0xffffffffu, a1, ((g >> 1) << 4) | ((g & 1) << 3));
 }
 
 /* NC: the non-coherent __ldg path (a separate launch); the persistent decode kernel appends the
@@ -117,26 +145,27 @@ __device__ __forceinline__ void fd_norm_rope(const attn_dec_args &a, const float
  * current K and V rows into the cache. Warp w takes heads w, w + FD_WARPS, ...; the last warp the K
  * row. xs: FD_WARPS * HD floats of scratch; gq, gk, fr: the q and k norm gains and the inverse
  * frequencies, in shared memory. */
-template <int DPL>
+template <int DPL, int FG = FD_G>
 __device__ __forceinline__ void attn_fd_prep(const attn_dec_args &a, int kvh, int p, bool last, float *qs, float *xs, const float *gq,
-                                             const float *gk, const float *fr) {
+                                             const float *gk, const float *fr, int g0 = 0) {
     constexpr int HD = 32 * DPL;
     int w = threadIdx.x >> 5, lane = threadIdx.x & 31, G = a.NH / a.NKV;
     float *xw = xs + w * HD, v[DPL], xq[DPL], xk[DPL], xv[DPL];
     bool kv = last && w == FD_WARPS - 1;
-    /* every load of the warp at once (the head's q, and the K / V rows for the appending warp): one
+    /* every load of the warp at once (the K / V rows for the appending warp, then its head's q): one
      * round trip to L2 instead of three */
-    for (int g = w; g < FD_G; g += FD_WARPS) {
-        const float *src = a.qg + (long)(kvh * G + g) * 2 * HD + lane * DPL;
+    if (kv)
 #pragma unroll
-        for (int d = 0; d < DPL; d++) xq[d] = g < G ? src[d] : 0.0f;
-        if (kv && g == w)
+        for (int d = 0; d < DPL; d++) {
+            xk[d] = a.kraw[(long)kvh * HD + lane * DPL + d];
+            xv[d] = a.vraw[(long)kvh * HD + lane * DPL + d];
+        }
+    for (int g = w; g < FG; g += FD_WARPS) {
+        bool on = g0 + g < G;
+        const float *src = a.qg + (long)(kvh * G + g0 + g) * 2 * HD + lane * DPL;
 #pragma unroll
-            for (int d = 0; d < DPL; d++) {
-                xk[d] = a.kraw[(long)kvh * HD + lane * DPL + d];
-                xv[d] = a.vraw[(long)kvh * HD + lane * DPL + d];
-            }
-        if (g < G) fd_norm_rope<DPL>(a, xq, gq, fr, p, rsqrtf((float)HD), xw, v);
+        for (int d = 0; d < DPL; d++) xq[d] = on ? src[d] : 0.0f;
+        if (on) fd_norm_rope<DPL>(a, xq, gq, fr, p, rsqrtf((float)HD), xw, v);
         else
 #pragma unroll
             for (int d = 0; d < DPL; d++) v[d] = 0.0f;
@@ -157,12 +186,14 @@ __device__ __forceinline__ void attn_fd_prep(const attn_dec_args &a, int kvh, in
 
 /* One block (FD_WARPS warps) of k_attn_decode_fd: kv head kvh, split `split` of NS; fsm: dynamic
  * shared memory of attn_fd_smem(HD) bytes. */
-template <int DPL, bool NC>
-__device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, int split, int NS, float *fsm, bool pdl = false) {
+template <int DPL, bool NC, int FG = FD_G>
+__device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, int split, int NS, float *fsm, bool pdl = false,
+                                              int g0 = 0) {
     constexpr int HD = 32 * DPL;
-    float *qs = fsm;                              /* [FD_G][HD] */
-    float *wo = qs + FD_G * HD;                   /* [FD_WARPS][FD_G][HD] */
-    float *wml = wo + FD_WARPS * FD_G * HD;       /* [FD_WARPS][FD_G][2] */
+    constexpr int TL = FG < FD_G ? FD_TILE_FG : FD_TILE; /* positions per warp iteration */
+    float *qs = fsm;                              /* [FG][HD] */
+    float *wo = qs + FG * HD;                     /* [FD_WARPS][FG][HD] */
+    float *wml = wo + FD_WARPS * FG * HD;         /* [FD_WARPS][FG][2] */
     /* in wo until the merge: the prep's scratch [FD_WARPS][HD], then the q / k norm gains and the
      * inverse frequencies */
     float *gq = wo + FD_WARPS * HD, *gk = gq + HD, *fr = gk + HD;
@@ -181,22 +212,22 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
     }
     const __nv_bfloat16 *K = a.kc + (long)kvh * a.n_ctx * HD + lane * DPL;
     const __nv_bfloat16 *V = a.vc + (long)kvh * a.n_ctx * HD + lane * DPL;
-    float kr[FD_TILE][DPL], vr[FD_TILE][DPL];
-    int t0 = lo + w * FD_TILE;
+    float kr[TL][DPL], vr[TL][DPL];
+    int t0 = lo + w * TL;
     /* PDL: this warp's first tile is loaded before the wait when it holds only cached rows (not
      * position n - 1); rows past it (at most FD_PF per split: more would only evict each other
      * at long contexts) are prefetched into L2 */
-    bool early = pdl && t0 < hi && min(t0 + FD_TILE - 1, hi - 1) < n - 1;
+    bool early = pdl && t0 < hi && min(t0 + TL - 1, hi - 1) < n - 1;
     if (early)
 #pragma unroll
-        for (int j = 0; j < FD_TILE; j++) {
+        for (int j = 0; j < TL; j++) {
             int p = min(t0 + j, hi - 1);
             fd_load_row<DPL, NC>(K + (long)p * HD, kr[j]);
             fd_load_row<DPL, NC>(V + (long)p * HD, vr[j]);
         }
     if (pdl) {
-        int last = min(min(hi, n - 1), lo + FD_PF), lines = HD * 2 / 128; /* 128-byte lines per row */
-        for (int i = threadIdx.x + FD_WARPS * FD_TILE * 2 * lines; i < 2 * (last - lo) * lines; i += blockDim.x) {
+        int last = min(min(hi, n - 1), lo + (FG < FD_G ? FD_PF_FG : FD_PF)), lines = HD * 2 / 128; /* 128-byte lines per row */
+        for (int i = threadIdx.x + FD_WARPS * TL * 2 * lines; i < 2 * (last - lo) * lines; i += blockDim.x) {
             int r = i / (2 * lines), k = i % (2 * lines);
             const __nv_bfloat16 *base = (k < lines ? a.kc : a.vc) + ((long)kvh * a.n_ctx + lo + r) * HD;
             asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)base + 128 * (k % lines)));
@@ -208,54 +239,55 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
         ln_trace(a.tr, 1);
     }
     __syncthreads(); /* the weights in shared memory */
-    if (a.fused) attn_fd_prep<DPL>(a, kvh, n - 1, split == NS - 1, qs, wo, gq, gk, fr); /* wo is free until the merge */
+    if (a.fused) attn_fd_prep<DPL, FG>(a, kvh, n - 1, split == NS - 1, qs, wo, gq, gk, fr, g0); /* wo is free until the merge */
     else
-        for (int i = threadIdx.x; i < FD_G * HD; i += blockDim.x) qs[i] = i < G * HD ? a.q[(long)kvh * G * HD + i] : 0.0f;
+        for (int i = threadIdx.x; i < FG * HD; i += blockDim.x) qs[i] = g0 * HD + i < G * HD ? a.q[(long)kvh * G * HD + g0 * HD + i] : 0.0f;
     __syncthreads(); /* fused: the block's own K/V row of position n-1 is visible to its plain loads (NC = false) */
     ln_trace(a.tr, 3);
-    float m[FD_G], l[FD_G], o[FD_G][DPL];
+    float m[FG], l[FG], o[FG][DPL];
 #pragma unroll
-    for (int g = 0; g < FD_G; g++) {
+    for (int g = 0; g < FG; g++) {
         m[g] = -INFINITY; l[g] = 0.0f;
 #pragma unroll
         for (int d = 0; d < DPL; d++) o[g][d] = 0.0f;
     }
-    for (; t0 < hi; t0 += FD_WARPS * FD_TILE) {
+    for (; t0 < hi; t0 += FD_WARPS * TL) {
         if (!early)
 #pragma unroll
-            for (int j = 0; j < FD_TILE; j++) {
+            for (int j = 0; j < TL; j++) {
                 int p = min(t0 + j, hi - 1); /* past the end: a valid row, masked below */
                 fd_load_row<DPL, NC>(K + (long)p * HD, kr[j]);
                 fd_load_row<DPL, NC>(V + (long)p * HD, vr[j]);
             }
         early = false;
-        float s[FD_TILE][FD_G];
+        float s[TL][FG];
 #pragma unroll
-        for (int j = 0; j < FD_TILE; j++) {
+        for (int j = 0; j < TL; j++) {
 #pragma unroll
-            for (int g = 0; g < FD_G; g++) {
+            for (int g = 0; g < FG; g++) {
                 float acc = 0.0f;
                 const float *qg = qs + g * HD + lane * DPL;
 #pragma unroll
                 for (int d = 0; d < DPL; d++) acc = fmaf(qg[d], kr[j][d], acc);
                 s[j][g] = acc;
             }
-            fd_allreduce8(s[j], lane);
+            if (FG == 8) fd_allreduce8(s[j], lane);
+            else fd_allreduce4(s[j], lane);
             if (t0 + j >= hi)
 #pragma unroll
-                for (int g = 0; g < FD_G; g++) s[j][g] = -INFINITY;
+                for (int g = 0; g < FG; g++) s[j][g] = -INFINITY;
         }
 #pragma unroll
-        for (int g = 0; g < FD_G; g++) {
+        for (int g = 0; g < FG; g++) {
             float mt = m[g];
 #pragma unroll
-            for (int j = 0; j < FD_TILE; j++) mt = fmaxf(mt, s[j][g]);
+            for (int j = 0; j < TL; j++) mt = fmaxf(mt, s[j][g]);
             float sc = __expf(m[g] - mt); /* m = -inf first: exp(-inf) = 0 */
             l[g] *= sc;
 #pragma unroll
             for (int d = 0; d < DPL; d++) o[g][d] *= sc;
 #pragma unroll
-            for (int j = 0; j < FD_TILE; j++) {
+            for (int j = 0; j < TL; j++) {
                 float p = __expf(s[j][g] - mt);
                 l[g] += p;
 #pragma unroll
@@ -267,24 +299,25 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
     ln_trace(a.tr, 4);
     /* merge the 8 warps' states */
 #pragma unroll
-    for (int g = 0; g < FD_G; g++) {
+    for (int g = 0; g < FG; g++) {
 #pragma unroll
-        for (int d = 0; d < DPL; d++) wo[((long)w * FD_G + g) * HD + lane * DPL + d] = o[g][d];
-        if (lane == 0) { wml[(w * FD_G + g) * 2] = m[g]; wml[(w * FD_G + g) * 2 + 1] = l[g]; }
+        for (int d = 0; d < DPL; d++) wo[((long)w * FG + g) * HD + lane * DPL + d] = o[g][d];
+        if (lane == 0) { wml[(w * FG + g) * 2] = m[g]; wml[(w * FG + g) * 2 + 1] = l[g]; }
     }
     __syncthreads();
-    for (int i = threadIdx.x; i < G * HD; i += blockDim.x) {
+    int Gb = min(FG, G - g0); /* the heads of this block */
+    for (int i = threadIdx.x; i < Gb * HD; i += blockDim.x) {
         int g = i / HD, d = i % HD;
         float M = -INFINITY;
-        for (int ww = 0; ww < FD_WARPS; ww++) M = fmaxf(M, wml[(ww * FD_G + g) * 2]);
+        for (int ww = 0; ww < FD_WARPS; ww++) M = fmaxf(M, wml[(ww * FG + g) * 2]);
         float L = 0.0f, O = 0.0f;
         if (M != -INFINITY)
             for (int ww = 0; ww < FD_WARPS; ww++) {
-                float e = __expf(wml[(ww * FD_G + g) * 2] - M);
-                L += e * wml[(ww * FD_G + g) * 2 + 1];
-                O += e * wo[((long)ww * FD_G + g) * HD + d];
+                float e = __expf(wml[(ww * FG + g) * 2] - M);
+                L += e * wml[(ww * FG + g) * 2 + 1];
+                O += e * wo[((long)ww * FG + g) * HD + d];
             }
-        int h = kvh * G + g;
+        int h = kvh * G + g0 + g;
         a.part_o[((long)split * a.NH + h) * HD + d] = O;
         if (d == 0) {
             a.part_ml[((long)split * a.NH + h) * 2] = M;
@@ -295,11 +328,15 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
 
 /* NC: the non-coherent load path for K/V; the fused launch (a.fused, k_attn_decode_fd<DPL, false>)
  * reads with plain loads, because the last split's block reads the K/V row it has just written. */
-template <int DPL, bool NC = true>
-__global__ void __launch_bounds__(FD_WARPS * 32) k_attn_decode_fd(const attn_dec_args a) {
+/* FG < FD_G (LILAC_CUDA_FD_FG=4, session 10): a block takes FG of the kv head's query heads (grid.x =
+ * NKV * FD_G / FG) at <= 128 registers, so that it fits on an SM next to the 16-warp input projection
+ * before it and its K/V loads start while that projection runs. */
+template <int DPL, bool NC = true, int FG = FD_G>
+__global__ void __launch_bounds__(FD_WARPS * 32, FG < FD_G ? 2 : 1) k_attn_decode_fd(const attn_dec_args a) {
     extern __shared__ __align__(16) float fsm[];
     ln_trace(a.tr, 0);
-    attn_fd_block<DPL, NC>(a, blockIdx.x, blockIdx.y, gridDim.y, fsm, true); /* waits after its prefetch, then triggers */
+    constexpr int NHG = FD_G / FG;
+    attn_fd_block<DPL, NC, FG>(a, blockIdx.x / NHG, blockIdx.y, gridDim.y, fsm, true, (blockIdx.x % NHG) * FG); /* waits after its prefetch, then triggers */
     ln_trace(a.tr, 2);
 }
 

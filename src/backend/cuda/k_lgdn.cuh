@@ -120,10 +120,15 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
      * wait unless L.pre says otherwise (they compete with the in-projection's tiles for DRAM) */
     int nb = L.W.cols >> 8, sb = (h * LG_D) >> 8, half = ((h * LG_D) >> 7) & 1;
     unsigned char *tq = sm, *tm = sm + (size_t)R * 64;
+#ifdef LN_L2ONLY
+    const int r0w = 0; /* the diagnostic build of k_lean.cuh: L2-resident rows */
+#else
+    const int r0w = r0;
+#endif
     auto issue_w = [&]() {
         for (int i = tid; i < 4 * R; i += LG_THREADS)
-            cp_async16(tq + 16 * i, L.W.q + ((size_t)(r0 + (i >> 2)) * nb + sb) * 128 + 64 * half + 16 * (i & 3), 16);
-        for (int i = tid; i < R; i += LG_THREADS) cp_async16(tm + 16 * i, L.W.sc + ((size_t)(r0 + i) * nb + sb) * 16, 16);
+            cp_async16(tq + 16 * i, L.W.q + ((size_t)(r0w + (i >> 2)) * nb + sb) * 128 + 64 * half + 16 * (i & 3), 16);
+        for (int i = tid; i < R; i += LG_THREADS) cp_async16(tm + 16 * i, L.W.sc + ((size_t)(r0w + i) * nb + sb) * 16, 16);
         cp_async_commit();
     };
     int c = lane & 7, rg = lane >> 3, j = 8 * w + c;

@@ -194,7 +194,7 @@ static int ln_moe_geom(const moe_args &m, int *pTH, int *pR, size_t *pdstage) {
     return 1;
 }
 
-int lean_moe(const void *args, int nsm, int pdl, cudaStream_t st, int which, unsigned long long *tr, float *wraw) {
+int lean_moe(const void *args, int nsm, int pdl, cudaStream_t st, int which, unsigned long long *tr, float *wraw, const lean_pf *pf) {
     const moe_args &m = *(const moe_args *)args;
     int TH, R, H = m.H, WT = m.down.type;
     size_t dstage;
@@ -217,6 +217,11 @@ int lean_moe(const void *args, int nsm, int pdl, cudaStream_t st, int which, uns
         D.tr = tr;
         D.R = R;
         D.wraw = wraw;
+        if (pf && pf->when && pf->n > 0) {
+            D.pfn = pf->n < 8 ? pf->n : 8;
+            D.pfwhen = pf->when;
+            for (int i = 0; i < D.pfn; i++) { D.pfp[i] = (const unsigned char *)pf->p[i]; D.pfb[i] = pf->bytes[i]; }
+        }
         /* two passes per tile where the tile (pr * R rows of every slot) still fits next to the
          * activation and the rows split evenly */
         D.pr = ln_dpair && H % (2 * R) == 0 && qh + 2 * dstage <= ln_cap ? 2 : 1;

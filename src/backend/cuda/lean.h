@@ -36,7 +36,17 @@ int lean_gemv(const void *gemv_args, int nsm, int pdl, cudaStream_t st, unsigned
 /* MoE gate/up + SwiGLU and down + combine (moe_args): k_lmoe_gu then k_lmoe_down. which: 1 gate/up
  * only, 2 down only, 3 both (the per-kernel profile times them apart). Returns 0 (nothing launched)
  * unless both kernels apply. */
-int lean_moe(const void *moe_args, int nsm, int pdl, cudaStream_t st, int which, unsigned long long *tr, float *wraw);
+/* Byte ranges of weights a kernel asks the L2 to fetch ahead (cp.async.bulk.prefetch.L2): the MoE down
+ * prefetches the next layer's input projection (session 10). when: 0 off, 1 after the down's wait
+ * (gate/up's routed tiles have landed by then), 2 at the down's entry. */
+#define LEAN_PF_MAX 8
+struct lean_pf {
+    const void *p[LEAN_PF_MAX];
+    size_t bytes[LEAN_PF_MAX];
+    int n, when;
+};
+int lean_moe(const void *moe_args, int nsm, int pdl, cudaStream_t st, int which, unsigned long long *tr, float *wraw,
+             const lean_pf *pf = NULL);
 /* wraw: NULL, or the router is folded into lean_gdn (lean_fold): moe_args.logits are raw and its x
  * is the previous kernel's output; wraw is device [k + 1] floats for the routing weights that
  * gate/up hands to down. */
