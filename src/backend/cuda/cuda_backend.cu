@@ -129,6 +129,7 @@ struct cu_backend {
     int fuse;                             /* the fused MoE kernel (k_fused.cuh: router .. down + the next layer's projection in one launch; default, LILAC_CUDA_FUSE=0 off) */
     unsigned long long *fz_bar;           /* its grid barrier counter (device) */
     int fd_fg;                            /* query heads per flash-decoding block: 8 (default) or 4 (LILAC_CUDA_FD_FG=4: fits next to the projection before it) */
+    int fd_nsdiv;                         /* with fd_fg 4: splits = the 8-head blocks' / fd_nsdiv (LILAC_CUDA_FD_NSDIV, default 2) */
     int pfnext;                           /* the MoE down prefetches the next input projection into L2: 0 off, 1 after its wait, 2 at entry */
     int gdn_fuse;                         /* GDN step + out-projection in one launch (k_lgdn.cuh; default; LILAC_CUDA_GDN_FUSE=0 off,
                                            * 2: the heads' shares by fp32 atomics, not reproducible) */
@@ -635,17 +636,23 @@ static void ln_trace_print(cu_backend *b, int pos) {
                 "router %.2f, shared g/u %.2f, B1+top-k %.2f, issued %.2f, 1st routed tile %.2f, g/u done %.2f, B2 %.2f, P2 %.2f, "
                 "B3 %.2f, done %.2f\n", nfz, fz[0] / nfz, fz[1] / nfz, fz[2] / nfz, fz[3] / nfz, fz[4] / nfz, fz[5] / nfz,
                 fz[6] / nfz, fz[7] / nfz, fz[8] / nfz, fz[9] / nfz, fz[10] / nfz, fz[11] / nfz, fz[12] / nfz);
-    /* k_lgemv's prologue alone (stamp 40, before its post-wait copies are issued), per kernel name */
+    /* extra stamps 40..43 (µs after the last block past the wait, means per kernel name): k_lgemv's
+     * prologue done (40, before its post-wait copies are issued); k_lgdn's fold shares stored (41),
+     * out-projection shares stored (42), arrival counted (43) */
     for (int k = 0; k < nn; k++) {
-        double sp = 0.0;
-        int c = 0;
+        double sp[4] = {0, 0, 0, 0};
+        int c[4] = {0, 0, 0, 0};
         for (int i = 1; i < b->ln_n; i++) {
             const unsigned long long *r = h + (size_t)S * i;
-            if (strcmp(b->ln_names[i], names[k]) || !r[40]) continue;
-            sp += ((double)r[40] - (double)r[1]) / 1e3;
-            c++;
+            if (strcmp(b->ln_names[i], names[k])) continue;
+            for (int j = 0; j < 4; j++)
+                if (r[40 + j]) { sp[j] += ((double)r[40 + j] - (double)r[1]) / 1e3; c[j]++; }
         }
-        if (c) fprintf(stderr, "  %-18s wait -> prologue done %.2f us (then the post-wait copies issued)\n", names[k], sp / c);
+        if (c[0] + c[1] + c[2] + c[3] == 0) continue;
+        fprintf(stderr, "  %-18s stamps after the wait (us):", names[k]);
+        for (int j = 0; j < 4; j++)
+            if (c[j]) fprintf(stderr, " [%d] %.2f", 40 + j, sp[j] / c[j]);
+        fprintf(stderr, "\n");
     }
     for (int i = 0; i < b->ln_n && i < 14; i++) {
         const unsigned long long *r = h + (size_t)S * i;
@@ -909,7 +916,7 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
                     da.eps = eps;
                     da.tr = ln_slot(b, "attn.fd");
                     if (b->fd_fg == 4) { /* half the heads per block, as many blocks (k_attn_decode_fd<8, false, 4>) */
-                        da.nsplit = ns = LL_MAX(1, ns / 2);
+                        da.nsplit = ns = LL_MAX(1, ns / b->fd_nsdiv);
                         launch_pdl(b, k_attn_decode_fd<8, false, 4>, dim3(NKV * (FD_G / 4), ns), dim3(FD_WARPS * 32), attn_fd_smem(HD, 4), da);
                     } else
                         launch_pdl(b, k_attn_decode_fd<8, false>, dim3(NKV, ns), dim3(FD_WARPS * 32), fsm, da);
@@ -1945,6 +1952,8 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     /* session 10: 4 is +2.5 tok/s at 4K but -80 at 128K (half the splits of half the heads, K/V read
      * twice, 2-position tiles), so opt-in: the graph's launch shape cannot follow the context */
     b->fd_fg = getenv("LILAC_CUDA_FD_FG") && atoi(getenv("LILAC_CUDA_FD_FG")) == 4 ? 4 : 8;
+    /* the 4-head blocks' splits: the 8-head count / fd_nsdiv (2: as many blocks; 1: twice as many) */
+    b->fd_nsdiv = getenv("LILAC_CUDA_FD_NSDIV") && atoi(getenv("LILAC_CUDA_FD_NSDIV")) == 1 ? 1 : 2;
     b->pfnext = getenv("LILAC_CUDA_PFNEXT") ? atoi(getenv("LILAC_CUDA_PFNEXT")) : 0; /* experiment (session 10) */
     b->fuse = getenv("LILAC_CUDA_FUSE") ? atoi(getenv("LILAC_CUDA_FUSE")) : 0; /* opt-in (slower, session 7); 2: without the next projection */
     b->fd_fused = !(getenv("LILAC_CUDA_ATTN_FUSED") && !atoi(getenv("LILAC_CUDA_ATTN_FUSED")));

@@ -282,6 +282,7 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
             if (c8 == 0 && row < L.NLR) __stcg(L.part + LG_PIDX(H + part * L.NLR + row, h), t);
         }
     }
+    ln_trace(L.tr, 41); /* the fold's logit shares stored */
     ln_act A;
     ln_act_q4k(Q, 0, cc, A);
     for (int row = tid >> 1; row < R; row += LG_THREADS / 2) {
@@ -292,6 +293,7 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
             else atomicAdd(L.x + r0 + row, v);
         }
     }
+    ln_trace(L.tr, 42); /* the out-projection's shares stored */
     if (L.cnt) {
         __shared__ int last;
         __threadfence();
@@ -300,6 +302,7 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
          * == 0 for the power-of-two head counts the host allows, so the wrap is harmless) */
         if (tid == 0) last = (atomicAdd(L.cnt + part, 1u) + 1u) % (unsigned)g.HV == 0u;
         __syncthreads();
+        ln_trace(L.tr, 43); /* arrival counted */
         if (last) {
             __threadfence();
             if (!FOLD) { /* (the session-8 loop: measured as fast as one batch of loads here) */
@@ -312,11 +315,29 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
             /* the fold's logit rows of this part first: 4 threads a row, each summing a quarter of
              * the heads (8) in order, then the quarters pairwise (fixed orders: the same bits on
              * every run). Then thread tid: x row r0 + tid (R <= 512), its 32 heads' shares loaded
-             * before the first add (one L2 round trip; the sum in head order). Loading both sets
-             * before either sum spilled at 64 registers. */
+             * before the first add (one L2 round trip; the sum in head order). Session 9's version
+             * summed the logit quarter before loading the x row (two round trips: loading both
+             * spilled there); with the loads hoisted as below, 64 registers hold both. */
             float lt = 0.0f;
             int lrow = tid >> 2, q4 = tid & 3;
             bool lon = LG_BM && lrow < L.NLR;
+            /* session 10: every load of the tail issued before any sum, one L2 round trip instead of
+             * two (the tail 3.7 -> 2.2 µs, +5 tok/s: bench/results/2026-12-01-h200-s10 call 12); the
+             * same sums in the same order. The general loop below for other head counts and parts. */
+            if (g.HV == 32 && R == LG_THREADS) {
+                float vl[8], v[32];
+                const float *pp = L.part + LG_PIDX(H + part * L.NLR + (lon ? lrow : 0), 8 * q4);
+#pragma unroll
+                for (int u = 0; u < 8; u++) vl[u] = lon ? __ldcg(pp + (size_t)u * L.ps) : 0.0f;
+#pragma unroll
+                for (int u = 0; u < 32; u++) v[u] = __ldcg(L.part + LG_PIDX(r0 + tid, u));
+                float xo = L.xin[r0 + tid], t = 0.0f;
+#pragma unroll
+                for (int u = 0; u < 8; u++) lt += vl[u];
+#pragma unroll
+                for (int u = 0; u < 32; u++) t += v[u];
+                L.x[r0 + tid] = xo + t;
+            } else {
             if (lon) {
                 float v[8];
                 const float *pp = L.part + LG_PIDX(H + part * L.NLR + lrow, 8 * q4);
@@ -335,6 +356,7 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
                     for (int u = 0; u < 32; u++) t += v[u];
                 }
                 L.x[r0 + row] = L.xin[r0 + row] + t;
+            }
             }
             if (LG_BM) {
                 lt += __shfl_xor_sync(0xffffffffu, lt, 1);
