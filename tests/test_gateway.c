@@ -208,6 +208,97 @@ static void test_unmask_body(void **state) {
     pii_masker_free(&m);
 }
 
+/* logprobs.content of a chat completion: the entries covering an issued placeholder become one
+ * entry with the value, the run's summed logprob and the value's bytes; an unissued placeholder
+ * and the other entries stay as they were. */
+static void test_unmask_logprobs_body(void **state) {
+    (void)state;
+    pii_masker m;
+    masker_with(&m, "p\"w\xc3\xa9");
+    const char *body = "{\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"use [SECRET_1] not [SECRET_2]\"},"
+                       "\"logprobs\":{\"content\":["
+                       "{\"token\":\"use\",\"logprob\":-0.5,\"bytes\":[117,115,101],\"top_logprobs\":[]},"
+                       "{\"token\":\" [\",\"logprob\":-0.25,\"bytes\":[32,91],\"top_logprobs\":[{\"token\":\" a\",\"logprob\":-2}]},"
+                       "{\"token\":\"SECRET\",\"logprob\":-0.125,\"bytes\":[83,69,67,82,69,84],\"top_logprobs\":[]},"
+                       "{\"token\":\"_1\",\"logprob\":-0.0625,\"bytes\":[95,49],\"top_logprobs\":[]},"
+                       "{\"token\":\"] not\",\"logprob\":-1,\"bytes\":[93,32,110,111,116],\"top_logprobs\":[]},"
+                       "{\"token\":\" [SECRET_2]\",\"logprob\":-3,\"bytes\":[],\"top_logprobs\":[]}],\"refusal\":null},"
+                       "\"finish_reason\":\"stop\"}]}";
+    ll_strbuf b = {0};
+    ll_gw_unmask_body(&m, body, strlen(body), &b);
+    cJSON *j = cJSON_Parse(b.data);
+    assert_non_null(j);
+    cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetObjectItem(c, "message"), "content")->valuestring, "use p\"w\xc3\xa9 not [SECRET_2]");
+    cJSON *lc = cJSON_GetObjectItem(cJSON_GetObjectItem(c, "logprobs"), "content");
+    assert_int_equal(cJSON_GetArraySize(lc), 3);
+    cJSON *e0 = cJSON_GetArrayItem(lc, 0), *e1 = cJSON_GetArrayItem(lc, 1), *e2 = cJSON_GetArrayItem(lc, 2);
+    assert_string_equal(cJSON_GetObjectItem(e0, "token")->valuestring, "use");
+    /* " [" + "SECRET" + "_1" + "] not": the text around the placeholder stays in the merged entry */
+    assert_string_equal(cJSON_GetObjectItem(e1, "token")->valuestring, " p\"w\xc3\xa9 not");
+    assert_true(cJSON_GetObjectItem(e1, "logprob")->valuedouble == -1.4375);
+    cJSON *by = cJSON_GetObjectItem(e1, "bytes");
+    const unsigned char want[] = {' ', 'p', '"', 'w', 0xc3, 0xa9, ' ', 'n', 'o', 't'};
+    assert_int_equal(cJSON_GetArraySize(by), (int)sizeof(want));
+    for (int i = 0; i < (int)sizeof(want); i++) assert_int_equal(cJSON_GetArrayItem(by, i)->valueint, want[i]);
+    /* the first entry's alternatives stay */
+    assert_string_equal(cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(e1, "top_logprobs"), 0), "token")->valuestring, " a");
+    assert_string_equal(cJSON_GetObjectItem(e2, "token")->valuestring, " [SECRET_2]"); /* never issued: kept */
+    assert_true(cJSON_GetObjectItem(e2, "logprob")->valuedouble == -3);
+    cJSON_Delete(j);
+    ll_strbuf_free(&b);
+    pii_masker_free(&m);
+}
+
+/* The same tokens streamed, one per event: the entries of a placeholder are held until it closes,
+ * then sent as one; at the end, held entries of an unfinished "[SECRET_" go out as they are. Every
+ * split of the byte stream gives the same entries. */
+static void test_sse_logprobs_every_cut(void **state) {
+    (void)state;
+    pii_masker m;
+    masker_with(&m, "hunter2");
+    const char *toks[] = {"pw:", " [", "SECRET", "_1", "] ok", " [SECRET_"};
+    const double lps[] = {-0.5, -0.25, -0.125, -0.0625, -1, -2};
+    ll_strbuf in = {0};
+    for (int t = 0; t < 6; t++)
+        ll_strbuf_printf(&in, "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"%s\"},\"logprobs\":{\"content\":"
+                              "[{\"token\":\"%s\",\"logprob\":%g,\"bytes\":[],\"top_logprobs\":[]}]},\"finish_reason\":null}]}\n\n",
+                         toks[t], toks[t], lps[t]);
+    ll_strbuf_puts(&in, "data: {\"choices\":[{\"index\":0,\"delta\":{},\"logprobs\":null,\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n");
+    for (size_t cut = 0; cut <= in.len; cut += 7) {
+        ll_gw_sse sse;
+        ll_gw_sse_init(&sse, &m);
+        ll_strbuf out = {0};
+        ll_gw_sse_feed(&sse, in.data, cut, &out);
+        ll_gw_sse_feed(&sse, in.data + cut, in.len - cut, &out);
+        ll_gw_sse_finish(&sse, &out);
+        assert_false(out.oom);
+        /* the entries in order across events */
+        const char *want[] = {"pw:", " hunter2 ok", " [SECRET_"};
+        const double wlp[] = {-0.5, -1.4375, -2};
+        int k = 0;
+        for (const char *p = out.data; (p = strstr(p, "data: {")) != NULL; p++) {
+            const char *nl = strchr(p, '\n');
+            cJSON *ev = cJSON_ParseWithLength(p + 6, (size_t)(nl - p - 6));
+            assert_non_null(ev);
+            cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(ev, "choices"), 0);
+            cJSON *lc = cJSON_GetObjectItem(cJSON_GetObjectItem(c, "logprobs"), "content");
+            for (cJSON *e = cJSON_IsArray(lc) ? lc->child : NULL; e; e = e->next) {
+                assert_true(k < 3);
+                assert_string_equal(cJSON_GetObjectItem(e, "token")->valuestring, want[k]);
+                assert_true(cJSON_GetObjectItem(e, "logprob")->valuedouble == wlp[k]);
+                k++;
+            }
+            cJSON_Delete(ev);
+        }
+        assert_int_equal(k, 3);
+        ll_strbuf_free(&out);
+        ll_gw_sse_free(&sse);
+    }
+    ll_strbuf_free(&in);
+    pii_masker_free(&m);
+}
+
 /* Parses SSE output into (content, finish_reason, [DONE] seen, fragments). */
 static void sse_collect(const char *s, ll_strbuf *content, char *finish, int *done, int *events) {
     *done = 0;
@@ -524,6 +615,7 @@ int main(void) {
         cmocka_unit_test(test_take_decision),   cmocka_unit_test(test_mask_and_audit),
         cmocka_unit_test(test_sha256),          cmocka_unit_test(test_unmask_body),
         cmocka_unit_test(test_sse_unmask_every_cut), cmocka_unit_test(test_refusal),
+        cmocka_unit_test(test_unmask_logprobs_body), cmocka_unit_test(test_sse_logprobs_every_cut),
         cmocka_unit_test(test_sse_tool_args_every_cut), cmocka_unit_test(test_sse_text_completion_every_cut),
         cmocka_unit_test(test_scan_prompt),
     };

@@ -1,6 +1,7 @@
 /*
  * gateway.c — the HTTP-free parts of the privacy gateway: request scanning and masking, findings
- * JSON, placeholder restore in answers (whole and streamed), the skip refusal and audit lines.
+ * JSON, placeholder restore in answers and their logprobs (whole and streamed), the skip refusal
+ * and audit lines.
  * See gateway.h.
  */
 #include "server/gateway.h"
@@ -242,6 +243,124 @@ static void unmask_tool_calls(const pii_masker *m, cJSON *calls, pii_buf *tmp) {
     }
 }
 
+/* ------------------------------------------------------------------ logprobs
+ * OpenAI's logprobs.content is one entry per token: {token, logprob, bytes, top_logprobs}. A
+ * placeholder spans several tokens ("[", "SECRET", "_1", "]"), so restoring it token by token is
+ * not possible: the entries that cover an issued placeholder become ONE entry whose token is their
+ * text with the value in place of the placeholder, whose logprob is their sum (the probability of
+ * the whole run) and whose bytes are its UTF-8; it keeps the first entry's top_logprobs (the
+ * alternatives at that position; the upstream never saw the value, so they hold none of it). */
+
+static const char *lp_token(const cJSON *e) {
+    const cJSON *t = cJSON_IsObject(e) ? cJSON_GetObjectItemCaseSensitive(e, "token") : NULL;
+    return cJSON_IsString(t) && t->valuestring ? t->valuestring : "";
+}
+
+/* The text of entries [0, n) of arr into tmp, and the offset of each entry's token in off[0..n]
+ * (off[n] = the length). 0 on OOM. */
+static int lp_text(cJSON *arr, int n, pii_buf *tmp, size_t *off) {
+    tmp->n = 0;
+    int i = 0;
+    for (cJSON *e = arr->child; e && i < n; e = e->next, i++) {
+        off[i] = tmp->n;
+        const char *t = lp_token(e);
+        if (pii_buf_append(tmp, t, strlen(t)) != LL_OK) return 0;
+    }
+    off[n] = tmp->n;
+    return pii_buf_append(tmp, "", 0) == LL_OK;
+}
+
+static void lp_set(cJSON *o, const char *key, cJSON *v) { /* o[key] = v (o owns v) */
+    if (cJSON_GetObjectItemCaseSensitive(o, key)) cJSON_ReplaceItemInObjectCaseSensitive(o, key, v);
+    else cJSON_AddItemToObject(o, key, v);
+}
+
+static int lp_at(const size_t *off, int n, size_t pos) { /* the entry whose token holds byte pos */
+    int i = 0;
+    while (i + 1 < n && off[i + 1] <= pos) i++;
+    return i;
+}
+
+/* Merges the runs of entries [0, *upto) that cover an issued placeholder (lp above). A placeholder
+ * that starts before *upto and ends at or past it moves *upto back to its first entry (the caller
+ * holds those). Returns 0 on OOM (arr then unchanged or partly merged: never wrong text). */
+static int lp_merge(const pii_masker *m, cJSON *arr, int *upto, pii_buf *tmp) {
+    int n = cJSON_GetArraySize(arr);
+    if (n == 0) return 1;
+    size_t *off = ll_malloc((size_t)(n + 1) * sizeof(*off));
+    if (!off || !lp_text(arr, n, tmp, off)) {
+        ll_free(off);
+        return 0;
+    }
+    /* the occurrences, first to last: [a, b] byte ranges of issued placeholders */
+    int ok = 1, cap = 8, k = 0;
+    size_t *occ = ll_malloc((size_t)cap * 2 * sizeof(*occ));
+    if (!occ) ok = 0;
+    for (size_t a = 0; ok && a < tmp->n; a++) {
+        if (tmp->s[a] != '[') continue;
+        const char *close = memchr(tmp->s + a, ']', LL_MIN(tmp->n - a, (size_t)PII_PLACEHOLDER_MAX));
+        if (!close || !pii_masker_lookup(m, tmp->s + a, (size_t)(close - tmp->s - a) + 1)) continue;
+        if (k == cap) {
+            size_t *v = ll_realloc(occ, (size_t)cap * 4 * sizeof(*occ));
+            if (!v) { ok = 0; break; }
+            occ = v;
+            cap *= 2;
+        }
+        occ[2 * k] = a;
+        occ[2 * k + 1] = (size_t)(close - tmp->s);
+        k++;
+        a = occ[2 * k - 1];
+    }
+    /* the final part ends before a run that crosses it */
+    for (int q = 0; ok && q < k; q++) {
+        int i = lp_at(off, n, occ[2 * q]), j = lp_at(off, n, occ[2 * q + 1]);
+        if (i < *upto && j >= *upto) *upto = i;
+    }
+    /* merge from the last run back, so that the entries before keep their indices */
+    pii_buf t = {0};
+    for (int q = k - 1; ok && q >= 0; q--) {
+        size_t a = occ[2 * q], b = occ[2 * q + 1];
+        int i = lp_at(off, n, a), j = lp_at(off, n, b);
+        if (j >= *upto) continue;
+        const pii_mask_entry *en = pii_masker_lookup(m, tmp->s + a, b - a + 1);
+        t.n = 0;
+        if (pii_buf_append(&t, tmp->s + off[i], a - off[i]) != LL_OK || pii_buf_append(&t, en->value, en->vlen) != LL_OK ||
+            pii_buf_append(&t, tmp->s + b + 1, off[j + 1] - b - 1) != LL_OK || pii_buf_append(&t, "", 0) != LL_OK) {
+            ok = 0;
+            break;
+        }
+        double lp = 0.0;
+        cJSON *first = cJSON_GetArrayItem(arr, i);
+        for (int e = i; e <= j; e++) {
+            cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(arr, e), "logprob");
+            if (cJSON_IsNumber(v)) lp += v->valuedouble;
+        }
+        int *bytes = ll_malloc((t.n ? t.n : 1) * sizeof(int));
+        cJSON *tok = cJSON_CreateString(t.s), *num = cJSON_CreateNumber(lp), *ba = NULL;
+        if (bytes) {
+            for (size_t u = 0; u < t.n; u++) bytes[u] = (unsigned char)t.s[u];
+            ba = cJSON_CreateIntArray(bytes, (int)t.n);
+        }
+        ll_free(bytes);
+        if (!cJSON_IsObject(first) || !tok || !num || !ba) {
+            cJSON_Delete(tok);
+            cJSON_Delete(num);
+            cJSON_Delete(ba);
+            ok = 0;
+            break;
+        }
+        lp_set(first, "token", tok);
+        lp_set(first, "logprob", num);
+        lp_set(first, "bytes", ba);
+        for (int e = j; e > i; e--) cJSON_DeleteItemFromArray(arr, e);
+        *upto -= j - i;
+    }
+    pii_buf_free(&t);
+    ll_free(occ);
+    ll_free(off);
+    return ok;
+}
+
 static void put_json(cJSON *doc, ll_strbuf *out) {
     char *js = cJSON_PrintUnformatted(doc);
     if (!js) {
@@ -269,6 +388,12 @@ void ll_gw_unmask_body(const pii_masker *m, const char *body, size_t n, ll_strbu
             unmask_tool_calls(m, cJSON_GetObjectItemCaseSensitive(msg, "tool_calls"), &tmp);
         }
         unmask_item(m, cJSON_GetObjectItemCaseSensitive(c, "text"), &tmp); /* legacy completions */
+        cJSON *lp = cJSON_GetObjectItemCaseSensitive(c, "logprobs");
+        cJSON *lc = cJSON_IsObject(lp) ? cJSON_GetObjectItemCaseSensitive(lp, "content") : NULL;
+        if (cJSON_IsArray(lc)) {
+            int all = cJSON_GetArraySize(lc);
+            lp_merge(m, lc, &all, &tmp);
+        }
     }
     put_json(doc, out);
     pii_buf_free(&tmp);
@@ -289,6 +414,7 @@ void ll_gw_sse_init(ll_gw_sse *s, const pii_masker *m) {
 }
 
 void ll_gw_sse_free(ll_gw_sse *s) {
+    for (int i = 0; i < LL_GW_MAX_CHOICES; i++) cJSON_Delete(s->lp_hold[i]);
     ll_strbuf_free(&s->line);
     pii_buf_free(&s->tmp);
 }
@@ -368,6 +494,42 @@ static void stream_tool_calls(ll_gw_sse *s, int ci, cJSON *delta, int fin) {
     }
 }
 
+/* The logprobs.content entries of choice ci's chunk join those held for it; the ones that can no
+ * longer be part of a placeholder (with fin: all) go out in this chunk, merged as lp_merge does.
+ * Held: from the entry holding the last '[' that no ']' follows, while fewer than
+ * PII_PLACEHOLDER_MAX bytes follow it. */
+static void stream_logprobs(ll_gw_sse *s, int ci, cJSON *choice, int fin) {
+    cJSON *lp = cJSON_GetObjectItemCaseSensitive(choice, "logprobs");
+    cJSON *lc = cJSON_IsObject(lp) ? cJSON_GetObjectItemCaseSensitive(lp, "content") : NULL;
+    cJSON *h = s->lp_hold[ci];
+    if (!cJSON_IsArray(lc) && !(fin && h && h->child)) return;
+    if (!h && !(h = s->lp_hold[ci] = cJSON_CreateArray())) return; /* OOM: this chunk's entries pass as they are */
+    while (cJSON_IsArray(lc) && lc->child) cJSON_AddItemToArray(h, cJSON_DetachItemViaPointer(lc, lc->child));
+    int n = cJSON_GetArraySize(h), upto = n;
+    if (!fin && n) {
+        size_t *off = ll_malloc((size_t)(n + 1) * sizeof(*off));
+        if (off && lp_text(h, n, &s->tmp, off))
+            for (size_t a = s->tmp.n; a-- > 0;) {
+                if (s->tmp.s[a] == ']') break;
+                if (s->tmp.s[a] == '[') {
+                    if (s->tmp.n - a < PII_PLACEHOLDER_MAX) upto = lp_at(off, n, a);
+                    break;
+                }
+            }
+        ll_free(off);
+    }
+    lp_merge(s->m, h, &upto, &s->tmp);
+    if (!cJSON_IsArray(lc)) { /* fin with entries held: the chunk gets a logprobs.content of its own */
+        if (!cJSON_IsObject(lp)) {
+            cJSON_DeleteItemFromObjectCaseSensitive(choice, "logprobs");
+            if (!(lp = cJSON_AddObjectToObject(choice, "logprobs"))) return;
+        }
+        cJSON_DeleteItemFromObjectCaseSensitive(lp, "content");
+        if (!(lc = cJSON_AddArrayToObject(lp, "content"))) return;
+    }
+    for (int q = 0; q < upto && h->child; q++) cJSON_AddItemToArray(lc, cJSON_DetachItemViaPointer(h, h->child));
+}
+
 static void sse_event(ll_gw_sse *s, const char *line, size_t n, ll_strbuf *out) {
     const char *p = line + 5; /* after "data:" */
     size_t k = n - 5;
@@ -397,6 +559,7 @@ static void sse_event(ll_gw_sse *s, const char *line, size_t n, ll_strbuf *out) 
         stream_field(s, delta, "reasoning_content", &s->reasoning[i], fin);
         stream_field(s, delta, "content", &s->content[i], fin);
         stream_tool_calls(s, i, delta, fin);
+        stream_logprobs(s, i, c, fin);
     }
     ll_strbuf_puts(out, "data: ");
     put_json(doc, out);

@@ -93,6 +93,7 @@ typedef struct ll_gw_sse {
     ll_strbuf line;                                     /* an incomplete line */
     pii_unmask_stream content[LL_GW_MAX_CHOICES], reasoning[LL_GW_MAX_CHOICES];
     pii_unmask_stream args[LL_GW_MAX_CHOICES][LL_GW_MAX_CALLS];
+    struct cJSON *lp_hold[LL_GW_MAX_CHOICES];           /* logprobs.content entries that may end in a placeholder */
     pii_buf tmp;
 } ll_gw_sse;
 void ll_gw_sse_init(ll_gw_sse *s, const pii_masker *m);
