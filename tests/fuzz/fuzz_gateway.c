@@ -26,7 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             ll_gw_scan_json(&sc, &p, &out);
             ll_gw_mask(&sc, sc.decision.mask_categories, &m);
             ll_gw_audit_line(&sc, "id", "mask", "http://u", sc.decision.mask_categories, 1, &out);
-            ll_gw_refusal(&sc.decision, "m", "id", 0, data[1] & 1, &out);
+            ll_gw_refusal(&sc.decision, "m", "id", 0, data[1] & 1, (data[1] >> 1) & 1, &out);
         }
         ll_gw_scan_free(&sc);
         cJSON_Delete(doc);
