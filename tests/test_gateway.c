@@ -529,6 +529,204 @@ static void test_sse_text_completion_every_cut(void **state) {
     pii_masker_free(&m);
 }
 
+/* Checks a legacy logprobs object against the restored text it belongs to: the four arrays line up
+ * and each token lies in text at its text_offset (offset0: the first position's offset). Returns
+ * the number of positions. */
+static int legacy_lp_check(const cJSON *lp, const char *text, int offset0) {
+    cJSON *toks = cJSON_GetObjectItem(lp, "tokens"), *offs = cJSON_GetObjectItem(lp, "text_offset");
+    int n = cJSON_GetArraySize(toks);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(lp, "token_logprobs")), n);
+    assert_int_equal(cJSON_GetArraySize(offs), n);
+    for (int k = 0; k < n; k++) {
+        const char *t = cJSON_GetArrayItem(toks, k)->valuestring;
+        int o = cJSON_GetArrayItem(offs, k)->valueint - offset0;
+        assert_true(o >= 0 && (size_t)o + strlen(t) <= strlen(text));
+        assert_memory_equal(text + o, t, strlen(t));
+    }
+    return n;
+}
+
+/* A legacy text_completion body: its logprobs are parallel arrays. The tokens covering an issued
+ * placeholder become one position (value, summed or null logprob, the first position's
+ * top_logprobs and text_offset), and every later text_offset moves by what the value changed. */
+static void test_unmask_legacy_logprobs_body(void **state) {
+    (void)state;
+    pii_masker m;
+    masker_with(&m, "hunter2"); /* 7 bytes for the 10 of [SECRET_1]: later offsets move by -3 each */
+    const char *body =
+        "{\"object\":\"text_completion\",\"choices\":["
+        "{\"index\":0,\"text\":\"pw: [SECRET_1] ok [SECRET_1] [SECRET_2] done\",\"logprobs\":{"
+        "\"tokens\":[\"pw:\",\" [SEC\",\"RET_1\",\"] ok\",\" [SECRET_1]\",\" [SECRET_2]\",\" done\"],"
+        "\"token_logprobs\":[-0.5,-0.25,-0.125,-0.0625,-1,-2,-4],"
+        "\"top_logprobs\":[{\"pw:\":-0.5},{\" a\":-2,\" [SEC\":-0.25},{\"RET_1\":-0.125},{\"] ok\":-0.0625},null,{},{}],"
+        "\"text_offset\":[0,3,8,13,17,28,39]},\"finish_reason\":\"stop\"},"
+        "{\"index\":1,\"text\":\"[SECRET_1]\",\"logprobs\":{\"tokens\":[\"[\",\"SECRET_1\",\"]\"],"
+        "\"token_logprobs\":[null,-1,-2],\"top_logprobs\":null,\"text_offset\":[5,6,14]},\"finish_reason\":\"stop\"}]}";
+    ll_strbuf b = {0};
+    ll_gw_unmask_body(&m, body, strlen(body), &b);
+    cJSON *j = cJSON_Parse(b.data);
+    assert_non_null(j);
+    cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 0);
+    const char *text = cJSON_GetObjectItem(c0, "text")->valuestring;
+    assert_string_equal(text, "pw: hunter2 ok hunter2 [SECRET_2] done");
+    cJSON *lp = cJSON_GetObjectItem(c0, "logprobs");
+    assert_int_equal(legacy_lp_check(lp, text, 0), 5);
+    char *toks = cJSON_PrintUnformatted(cJSON_GetObjectItem(lp, "tokens"));
+    assert_null(strstr(toks, "SEC\"")); /* no piece of the issued placeholder left among the tokens */
+    free(toks);
+    const char *want[] = {"pw:", " hunter2 ok", " hunter2", " [SECRET_2]", " done"};
+    const double wlp[] = {-0.5, -0.4375, -1, -2, -4};
+    const int woff[] = {0, 3, 14, 22, 33};
+    for (int k = 0; k < 5; k++) {
+        assert_string_equal(cJSON_GetArrayItem(cJSON_GetObjectItem(lp, "tokens"), k)->valuestring, want[k]);
+        assert_true(cJSON_GetArrayItem(cJSON_GetObjectItem(lp, "token_logprobs"), k)->valuedouble == wlp[k]);
+        assert_int_equal(cJSON_GetArrayItem(cJSON_GetObjectItem(lp, "text_offset"), k)->valueint, woff[k]);
+    }
+    /* the first position's alternatives stay with the merged one; the others go with theirs */
+    cJSON *top = cJSON_GetObjectItem(lp, "top_logprobs");
+    assert_int_equal(cJSON_GetArraySize(top), 5);
+    assert_true(cJSON_GetObjectItem(cJSON_GetArrayItem(top, 1), " a")->valuedouble == -2);
+    assert_true(cJSON_IsNull(cJSON_GetArrayItem(top, 2)));
+    assert_null(cJSON_GetArrayItem(top, 3)->child);
+    /* a run with an unscored token has no sum; top_logprobs null stays null; the first offset stays */
+    cJSON *c1 = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "choices"), 1);
+    assert_string_equal(cJSON_GetObjectItem(c1, "text")->valuestring, "hunter2");
+    lp = cJSON_GetObjectItem(c1, "logprobs");
+    assert_int_equal(legacy_lp_check(lp, "hunter2", 5), 1);
+    assert_string_equal(cJSON_GetArrayItem(cJSON_GetObjectItem(lp, "tokens"), 0)->valuestring, "hunter2");
+    assert_true(cJSON_IsNull(cJSON_GetArrayItem(cJSON_GetObjectItem(lp, "token_logprobs"), 0)));
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(lp, "top_logprobs")));
+    assert_int_equal(cJSON_GetArrayItem(cJSON_GetObjectItem(lp, "text_offset"), 0)->valueint, 5);
+    cJSON_Delete(j);
+    ll_strbuf_free(&b);
+    pii_masker_free(&m);
+}
+
+/* Feeds in[n] to a fresh stream as in[0, cut) and then the rest in pieces of step bytes. */
+static void feed_pieces(const pii_masker *m, const char *in, size_t n, size_t cut, size_t step, ll_strbuf *out) {
+    ll_gw_sse sse;
+    ll_gw_sse_init(&sse, m);
+    ll_gw_sse_feed(&sse, in, cut, out);
+    for (size_t i = cut; i < n; i += step) ll_gw_sse_feed(&sse, in + i, LL_MIN(step, n - i), out);
+    ll_gw_sse_finish(&sse, out);
+    ll_gw_sse_free(&sse);
+    assert_false(out->oom);
+}
+
+/* Legacy text_completion events of tokens [from, to), one logprobs position each. */
+static const char *const LEG_TOKS[] = {"pw:", " [", "SECRET", "_1", "] ok", " done", " [SECRET_"};
+static const double LEG_LPS[] = {-0.5, -0.25, -0.125, -0.0625, -1, -2, -4};
+static void put_legacy_event(ll_strbuf *b, int from, int to) {
+    cJSON *ev = cJSON_CreateObject(), *c = cJSON_CreateObject(), *choices = cJSON_CreateArray();
+    cJSON *toks = cJSON_CreateArray(), *lps = cJSON_CreateArray(), *tops = cJSON_CreateArray(), *offs = cJSON_CreateArray();
+    ll_strbuf text = {0};
+    int off = 0;
+    for (int t = 0; t < from; t++) off += (int)strlen(LEG_TOKS[t]);
+    for (int t = from; t < to; t++) {
+        ll_strbuf_puts(&text, LEG_TOKS[t]);
+        cJSON_AddItemToArray(toks, cJSON_CreateString(LEG_TOKS[t]));
+        cJSON_AddItemToArray(lps, cJSON_CreateNumber(LEG_LPS[t]));
+        cJSON *top = cJSON_CreateObject();
+        cJSON_AddNumberToObject(top, LEG_TOKS[t], LEG_LPS[t]);
+        cJSON_AddItemToArray(tops, top);
+        cJSON_AddItemToArray(offs, cJSON_CreateNumber(off));
+        off += (int)strlen(LEG_TOKS[t]);
+    }
+    cJSON_AddStringToObject(ev, "object", "text_completion");
+    cJSON_AddItemToObject(ev, "choices", choices);
+    cJSON_AddItemToArray(choices, c);
+    cJSON_AddNumberToObject(c, "index", 0);
+    cJSON_AddStringToObject(c, "text", text.data ? text.data : "");
+    cJSON *lp = cJSON_AddObjectToObject(c, "logprobs");
+    cJSON_AddItemToObject(lp, "tokens", toks);
+    cJSON_AddItemToObject(lp, "token_logprobs", lps);
+    cJSON_AddItemToObject(lp, "top_logprobs", tops);
+    cJSON_AddItemToObject(lp, "text_offset", offs);
+    cJSON_AddNullToObject(c, "finish_reason");
+    char *js = cJSON_PrintUnformatted(ev);
+    ll_strbuf_printf(b, "data: %s\n\n", js);
+    free(js);
+    cJSON_Delete(ev);
+    ll_strbuf_free(&text);
+}
+
+/* Checks restored legacy SSE output: the positions in order across events, the arrays of each
+ * event lined up, no piece of the issued placeholder before the end, offsets into the restored
+ * text. */
+static void legacy_sse_check(const char *out) {
+    const char *want[] = {"pw:", " hunter2 ok", " done", " [SECRET_"};
+    const double wlp[] = {-0.5, -1.4375, -2, -4};
+    const int woff[] = {0, 3, 14, 19};
+    ll_strbuf text = {0};
+    int k = 0, fin = 0;
+    for (const char *p = out; (p = strstr(p, "data: {")) != NULL; p++) {
+        const char *nl = strchr(p, '\n');
+        cJSON *ev = cJSON_ParseWithLength(p + 6, (size_t)(nl - p - 6));
+        assert_non_null(ev);
+        cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItem(ev, "choices"), 0);
+        assert_false(fin); /* nothing after the finish event */
+        fin = cJSON_IsString(cJSON_GetObjectItem(c, "finish_reason"));
+        ll_strbuf_puts(&text, cJSON_GetObjectItem(c, "text")->valuestring);
+        cJSON *lp = cJSON_GetObjectItem(c, "logprobs");
+        cJSON *toks = cJSON_GetObjectItem(lp, "tokens");
+        int n = cJSON_GetArraySize(toks);
+        assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(lp, "token_logprobs")), n);
+        assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(lp, "top_logprobs")), n);
+        assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(lp, "text_offset")), n);
+        for (int q = 0; q < n; q++, k++) {
+            assert_true(k < 4);
+            assert_string_equal(cJSON_GetArrayItem(toks, q)->valuestring, want[k]);
+            assert_true(cJSON_GetArrayItem(cJSON_GetObjectItem(lp, "token_logprobs"), q)->valuedouble == wlp[k]);
+            assert_int_equal(cJSON_GetArrayItem(cJSON_GetObjectItem(lp, "text_offset"), q)->valueint, woff[k]);
+            /* the merged position keeps the alternatives of its first token */
+            cJSON *top = cJSON_GetArrayItem(cJSON_GetObjectItem(lp, "top_logprobs"), q);
+            assert_non_null(cJSON_GetObjectItem(top, k == 1 ? " [" : want[k]));
+            if (!fin) assert_null(strstr(want[k], "SEC"));
+        }
+        cJSON_Delete(ev);
+    }
+    assert_true(fin);
+    assert_int_equal(k, 4);
+    assert_string_equal(text.data, "pw: hunter2 ok done [SECRET_");
+    ll_strbuf_free(&text);
+}
+
+/* The legacy tokens streamed, grouped into three events at every pair of token positions (empty
+ * events included), then one token per event cut at every byte and fed byte by byte. */
+static void test_sse_legacy_logprobs_every_cut(void **state) {
+    (void)state;
+    pii_masker m;
+    masker_with(&m, "hunter2");
+    const char *fin = "data: {\"object\":\"text_completion\",\"choices\":[{\"index\":0,\"text\":\"\","
+                      "\"logprobs\":null,\"finish_reason\":\"length\"}]}\n\ndata: [DONE]\n\n";
+    const int nt = (int)LL_ARRAY_LEN(LEG_TOKS);
+    for (int a = 0; a <= nt; a++)
+        for (int b = a; b <= nt; b++) {
+            ll_strbuf in = {0}, out = {0};
+            put_legacy_event(&in, 0, a);
+            put_legacy_event(&in, a, b);
+            put_legacy_event(&in, b, nt);
+            ll_strbuf_puts(&in, fin);
+            feed_all(&m, in.data, in.len, &out);
+            legacy_sse_check(out.data);
+            ll_strbuf_free(&in);
+            ll_strbuf_free(&out);
+        }
+    ll_strbuf in = {0};
+    for (int t = 0; t < nt; t++) put_legacy_event(&in, t, t + 1);
+    ll_strbuf_puts(&in, fin);
+    for (size_t cut = 0; cut <= in.len + 1; cut++) {
+        /* cut <= in.len: two pieces at cut; then once byte by byte */
+        ll_strbuf out = {0};
+        feed_pieces(&m, in.data, in.len, cut <= in.len ? cut : 0, cut <= in.len ? in.len : 1, &out);
+        legacy_sse_check(out.data);
+        assert_non_null(strstr(out.data, "data: [DONE]\n\n"));
+        ll_strbuf_free(&out);
+    }
+    ll_strbuf_free(&in);
+    pii_masker_free(&m);
+}
+
 static void test_refusal(void **state) {
     (void)state;
     pii_decision d = {0};
@@ -618,6 +816,7 @@ int main(void) {
         cmocka_unit_test(test_unmask_logprobs_body), cmocka_unit_test(test_sse_logprobs_every_cut),
         cmocka_unit_test(test_sse_tool_args_every_cut), cmocka_unit_test(test_sse_text_completion_every_cut),
         cmocka_unit_test(test_scan_prompt),
+        cmocka_unit_test(test_unmask_legacy_logprobs_body), cmocka_unit_test(test_sse_legacy_logprobs_every_cut),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -29,6 +29,8 @@ typedef struct ll_backend_params {
     int32_t n_threads;      /* cpu: worker threads (<= 0: all cores) */
     int32_t max_batch;      /* tokens per forward chunk; longer prompts are split (default 512) */
     int32_t device;         /* cuda: device ordinal */
+    int32_t kv_q8;          /* cuda: the KV cache as int8 codes with an fp16 scale per 32 values (half the
+                             * memory; `--kv-cache q8`); the CPU backend keeps its own fp32 cache */
     ll_tap_fn tap;          /* optional */
     void *tap_ud;
 } ll_backend_params;

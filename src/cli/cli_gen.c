@@ -43,7 +43,7 @@ static int parse_i(const char *flag, const char *v, long long lo, long long hi, 
 
 int cli_gen_parse(cli_gen_opts *o, int argc, char **argv, int *i) {
     const char *a = argv[*i];
-    static const char *const with_value[] = {"-m", "--model", "--tokenizer", "--template", "--backend", "--ctx",
+    static const char *const with_value[] = {"-m", "--model", "--tokenizer", "--template", "--backend", "--kv-cache", "--ctx",
                                              "--threads", "-n", "--max-tokens", "--temp", "--top-k", "--top-p",
                                              "--min-p", "--repeat-penalty", "--presence-penalty",
                                              "--frequency-penalty", "--seed", "--stop"};
@@ -60,6 +60,10 @@ int cli_gen_parse(cli_gen_opts *o, int argc, char **argv, int *i) {
     else if (!strcmp(a, "--tokenizer")) o->ep.tokenizer_path = v;
     else if (!strcmp(a, "--template")) o->ep.template_path = v;
     else if (!strcmp(a, "--backend")) o->ep.backend = v;
+    else if (!strcmp(a, "--kv-cache")) {
+        if (strcmp(v, "q8") && strcmp(v, "bf16")) { ll_err(LL_ERR_INVALID, "--kv-cache %s: bf16 or q8", v); return -1; }
+        o->ep.kv_q8 = !strcmp(v, "q8");
+    }
     else if (!strcmp(a, "--ctx")) { if (parse_i(a, v, 1, 1 << 24, &n) < 0) return -1; o->ep.n_ctx = (int32_t)n; }
     else if (!strcmp(a, "--threads")) { if (parse_i(a, v, 1, 1024, &n) < 0) return -1; o->ep.n_threads = (int32_t)n; }
     else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) { if (parse_i(a, v, 1, 1 << 24, &n) < 0) return -1; o->rq.max_tokens = (int32_t)n; }
@@ -90,7 +94,7 @@ void cli_gen_apply_defaults(cli_gen_opts *o, const ll_engine *e) {
 void cli_gen_usage(FILE *f) {
     fprintf(f,
             "model:    -m MODEL [--tokenizer PATH] [--template FILE.jinja] [--backend cpu|cuda|auto]\n"
-            "          [--ctx N] [--threads N]\n"
+            "          [--ctx N] [--threads N] [--kv-cache bf16|q8]\n"
             "          (no -m: $LILAC_MODEL, else the shipped demo model models/lilac-demo)\n"
             "sampling: [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p M] [--repeat-penalty R]\n"
             "          [--presence-penalty P] [--frequency-penalty F] [--seed S] [--stop STR]...\n"

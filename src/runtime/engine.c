@@ -151,7 +151,7 @@ ll_status ll_engine_open(const ll_engine_params *p, ll_engine **out) {
                  e->model->format_name ? e->model->format_name : "?", hp->n_layer, hp->n_embd, hp->n_vocab, hp->n_expert,
                  e->model->weight_bytes);
     }
-    ll_backend_params bp = {.n_threads = p->n_threads};
+    ll_backend_params bp = {.n_threads = p->n_threads, .kv_q8 = p->kv_q8};
     if ((st = ll_backend_new(p->backend ? p->backend : "auto", e->model, &bp, &e->be)) != LL_OK) goto fail;
     e->n_ctx = p->n_ctx > 0 ? p->n_ctx : LL_MIN(e->model->hp.n_ctx_train > 0 ? e->model->hp.n_ctx_train : 32768, 32768);
     if ((st = e->be->v->seq_new(e->be, e->n_ctx, &e->seq)) != LL_OK) goto fail;

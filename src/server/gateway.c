@@ -249,7 +249,14 @@ static void unmask_tool_calls(const pii_masker *m, cJSON *calls, pii_buf *tmp) {
  * not possible: the entries that cover an issued placeholder become ONE entry whose token is their
  * text with the value in place of the placeholder, whose logprob is their sum (the probability of
  * the whole run) and whose bytes are its UTF-8; it keeps the first entry's top_logprobs (the
- * alternatives at that position; the upstream never saw the value, so they hold none of it). */
+ * alternatives at that position; the upstream never saw the value, so they hold none of it).
+ *
+ * Legacy completions carry the same per-token facts as parallel arrays (tokens, token_logprobs,
+ * top_logprobs, text_offset). They are turned into one entry object per token (lp_legacy_split),
+ * merged by the same code, and put back (lp_legacy_join). There the merged logprob is null when
+ * any of the run's was (an upstream that did not score a token gives no sum), no bytes are added,
+ * and since the merged token's length differs from the run's, every later text_offset of the
+ * choice moves by that difference (counted in bytes, as lilac's own server counts them). */
 
 static const char *lp_token(const cJSON *e) {
     const cJSON *t = cJSON_IsObject(e) ? cJSON_GetObjectItemCaseSensitive(e, "token") : NULL;
@@ -281,10 +288,21 @@ static int lp_at(const size_t *off, int n, size_t pos) { /* the entry whose toke
     return i;
 }
 
+/* Adds d to the numeric text_offset of entries e and after (legacy entries). */
+static void lp_shift_offsets(cJSON *e, double d) {
+    for (; e; e = e->next) {
+        cJSON *o = cJSON_GetObjectItemCaseSensitive(e, "text_offset");
+        if (cJSON_IsNumber(o)) cJSON_SetNumberValue(o, o->valuedouble + d);
+    }
+}
+
 /* Merges the runs of entries [0, *upto) that cover an issued placeholder (lp above). A placeholder
  * that starts before *upto and ends at or past it moves *upto back to its first entry (the caller
- * holds those). Returns 0 on OOM (arr then unchanged or partly merged: never wrong text). */
-static int lp_merge(const pii_masker *m, cJSON *arr, int *upto, pii_buf *tmp) {
+ * holds those). shift is NULL for chat entries; for legacy ones it is the choice's running
+ * text_offset shift: each merge moves the offsets of the entries after its run (held ones
+ * included) and adds its length difference to *shift, for the entries that arrive later. Returns
+ * 0 on OOM (arr then unchanged or partly merged: never wrong text). */
+static int lp_merge(const pii_masker *m, cJSON *arr, int *upto, pii_buf *tmp, long long *shift) {
     int n = cJSON_GetArraySize(arr);
     if (n == 0) return 1;
     size_t *off = ll_malloc((size_t)(n + 1) * sizeof(*off));
@@ -330,19 +348,24 @@ static int lp_merge(const pii_masker *m, cJSON *arr, int *upto, pii_buf *tmp) {
             break;
         }
         double lp = 0.0;
+        int scored = 1; /* every logprob of the run a number */
         cJSON *first = cJSON_GetArrayItem(arr, i);
         for (int e = i; e <= j; e++) {
             cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(arr, e), "logprob");
             if (cJSON_IsNumber(v)) lp += v->valuedouble;
+            else scored = 0;
         }
-        int *bytes = ll_malloc((t.n ? t.n : 1) * sizeof(int));
-        cJSON *tok = cJSON_CreateString(t.s), *num = cJSON_CreateNumber(lp), *ba = NULL;
-        if (bytes) {
-            for (size_t u = 0; u < t.n; u++) bytes[u] = (unsigned char)t.s[u];
-            ba = cJSON_CreateIntArray(bytes, (int)t.n);
+        cJSON *tok = cJSON_CreateString(t.s), *num = shift && !scored ? cJSON_CreateNull() : cJSON_CreateNumber(lp);
+        cJSON *ba = NULL;
+        if (!shift) { /* chat entries carry the token's UTF-8 bytes */
+            int *bytes = ll_malloc((t.n ? t.n : 1) * sizeof(int));
+            if (bytes) {
+                for (size_t u = 0; u < t.n; u++) bytes[u] = (unsigned char)t.s[u];
+                ba = cJSON_CreateIntArray(bytes, (int)t.n);
+            }
+            ll_free(bytes);
         }
-        ll_free(bytes);
-        if (!cJSON_IsObject(first) || !tok || !num || !ba) {
+        if (!cJSON_IsObject(first) || !tok || !num || (!shift && !ba)) {
             cJSON_Delete(tok);
             cJSON_Delete(num);
             cJSON_Delete(ba);
@@ -351,14 +374,125 @@ static int lp_merge(const pii_masker *m, cJSON *arr, int *upto, pii_buf *tmp) {
         }
         lp_set(first, "token", tok);
         lp_set(first, "logprob", num);
-        lp_set(first, "bytes", ba);
+        if (ba) lp_set(first, "bytes", ba);
         for (int e = j; e > i; e--) cJSON_DeleteItemFromArray(arr, e);
         *upto -= j - i;
+        if (shift) {
+            long long d = (long long)t.n - (long long)(off[j + 1] - off[i]);
+            lp_shift_offsets(first->next, (double)d);
+            *shift += d;
+        }
     }
     pii_buf_free(&t);
     ll_free(occ);
     ll_free(off);
     return ok;
+}
+
+/* A legacy logprobs object's arrays and the entry field each position becomes, in the same order. */
+static const char *const lp_legacy_keys[4] = {"tokens", "token_logprobs", "top_logprobs", "text_offset"};
+static const char *const lp_entry_keys[4] = {"token", "logprob", "top_logprobs", "text_offset"};
+
+/* Whether lp is a legacy logprobs object: "tokens" an array, and each other key absent, null or an
+ * array of the same length (anything else is passed through as it came: positions would not line up). */
+static int lp_legacy_shaped(const cJSON *lp) {
+    const cJSON *toks = cJSON_IsObject(lp) ? cJSON_GetObjectItemCaseSensitive(lp, "tokens") : NULL;
+    if (!cJSON_IsArray(toks)) return 0;
+    int n = cJSON_GetArraySize(toks);
+    for (int k = 1; k < 4; k++) {
+        const cJSON *a = cJSON_GetObjectItemCaseSensitive(lp, lp_legacy_keys[k]);
+        if (a && !cJSON_IsNull(a) && (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != n)) return 0;
+    }
+    return 1;
+}
+
+/* Moves the positions of legacy-shaped lp to the end of entries, one object each with all four
+ * fields (null where lp has no array, so that joining them back needs no memory), adding shift to
+ * each text_offset. lp's arrays are left empty. Returns 0 on OOM, with lp and entries unchanged. */
+static int lp_legacy_split(cJSON *lp, cJSON *entries, long long shift) {
+    cJSON *src[4];
+    for (int k = 0; k < 4; k++) {
+        src[k] = cJSON_GetObjectItemCaseSensitive(lp, lp_legacy_keys[k]);
+        if (!cJSON_IsArray(src[k])) src[k] = NULL;
+    }
+    int n = cJSON_GetArraySize(src[0]);
+    cJSON *made = cJSON_CreateArray();
+    /* every allocation first, then only moves, which cannot fail */
+    for (int i = 0; made && i < n; i++) {
+        cJSON *e = cJSON_CreateObject();
+        if (!e) goto oom;
+        cJSON_AddItemToArray(made, e);
+        for (int k = 0; k < 4; k++) {
+            if (src[k]) continue;
+            cJSON *z = cJSON_CreateNull();
+            if (!z) goto oom;
+            cJSON_AddItemToObjectCS(e, lp_entry_keys[k], z);
+        }
+    }
+    if (!made) return 0;
+    for (cJSON *e = made->child; e; e = e->next)
+        for (int k = 0; k < 4; k++) {
+            if (!src[k]) continue;
+            cJSON *v = cJSON_DetachItemViaPointer(src[k], src[k]->child);
+            if (k == 3 && cJSON_IsNumber(v)) cJSON_SetNumberValue(v, v->valuedouble + (double)shift);
+            cJSON_AddItemToObjectCS(e, lp_entry_keys[k], v);
+        }
+    while (made->child) cJSON_AddItemToArray(entries, cJSON_DetachItemViaPointer(made, made->child));
+    cJSON_Delete(made);
+    return 1;
+oom:
+    cJSON_Delete(made);
+    return 0;
+}
+
+/* Moves the first n entries back into lp's arrays, after what they hold. A key of lp that is not
+ * an array becomes one when a position has a non-null value for it (null stays null). On OOM
+ * positions are dropped whole, never put into some arrays and not others. */
+static void lp_legacy_join(cJSON *entries, int n, cJSON *lp) {
+    cJSON *dst[4];
+    for (int k = 0; k < 4; k++) {
+        dst[k] = cJSON_GetObjectItemCaseSensitive(lp, lp_legacy_keys[k]);
+        if (cJSON_IsArray(dst[k])) continue;
+        dst[k] = NULL;
+        int need = 0;
+        cJSON *e = entries->child;
+        for (int q = 0; q < n && e && !need; q++, e = e->next) {
+            cJSON *v = cJSON_GetObjectItemCaseSensitive(e, lp_entry_keys[k]);
+            need = v && !cJSON_IsNull(v);
+        }
+        if (!need) continue;
+        cJSON_DeleteItemFromObjectCaseSensitive(lp, lp_legacy_keys[k]);
+        if ((dst[k] = cJSON_CreateArray())) cJSON_AddItemToObjectCS(lp, lp_legacy_keys[k], dst[k]);
+        else n = 0; /* OOM: none can go back whole */
+    }
+    for (int q = 0; q < n && entries->child; q++) {
+        cJSON *e = cJSON_DetachItemViaPointer(entries, entries->child), *v[4] = {0};
+        int whole = 1;
+        for (int k = 0; k < 4; k++) {
+            if (!dst[k]) continue;
+            v[k] = cJSON_DetachItemFromObjectCaseSensitive(e, lp_entry_keys[k]);
+            if (!v[k] && !(v[k] = cJSON_CreateNull())) whole = 0;
+        }
+        for (int k = 0; k < 4; k++) {
+            if (whole && v[k]) cJSON_AddItemToArray(dst[k], v[k]);
+            else cJSON_Delete(v[k]);
+        }
+        cJSON_Delete(e);
+    }
+}
+
+/* The positions of legacy logprobs object lp restored in place (lp_merge, shift from 0). */
+static void lp_legacy_unmask(const pii_masker *m, cJSON *lp, pii_buf *tmp) {
+    cJSON *entries = lp_legacy_shaped(lp) ? cJSON_CreateArray() : NULL;
+    if (!entries || !lp_legacy_split(lp, entries, 0)) {
+        cJSON_Delete(entries);
+        return;
+    }
+    int all = cJSON_GetArraySize(entries);
+    long long shift = 0;
+    lp_merge(m, entries, &all, tmp, &shift);
+    lp_legacy_join(entries, all, lp);
+    cJSON_Delete(entries);
 }
 
 static void put_json(cJSON *doc, ll_strbuf *out) {
@@ -392,8 +526,8 @@ void ll_gw_unmask_body(const pii_masker *m, const char *body, size_t n, ll_strbu
         cJSON *lc = cJSON_IsObject(lp) ? cJSON_GetObjectItemCaseSensitive(lp, "content") : NULL;
         if (cJSON_IsArray(lc)) {
             int all = cJSON_GetArraySize(lc);
-            lp_merge(m, lc, &all, &tmp);
-        }
+            lp_merge(m, lc, &all, &tmp, NULL);
+        } else lp_legacy_unmask(m, lp, &tmp); /* legacy completions */
     }
     put_json(doc, out);
     pii_buf_free(&tmp);
@@ -494,17 +628,11 @@ static void stream_tool_calls(ll_gw_sse *s, int ci, cJSON *delta, int fin) {
     }
 }
 
-/* The logprobs.content entries of choice ci's chunk join those held for it; the ones that can no
- * longer be part of a placeholder (with fin: all) go out in this chunk, merged as lp_merge does.
- * Held: from the entry holding the last '[' that no ']' follows, while fewer than
- * PII_PLACEHOLDER_MAX bytes follow it. */
-static void stream_logprobs(ll_gw_sse *s, int ci, cJSON *choice, int fin) {
-    cJSON *lp = cJSON_GetObjectItemCaseSensitive(choice, "logprobs");
-    cJSON *lc = cJSON_IsObject(lp) ? cJSON_GetObjectItemCaseSensitive(lp, "content") : NULL;
-    cJSON *h = s->lp_hold[ci];
-    if (!cJSON_IsArray(lc) && !(fin && h && h->child)) return;
-    if (!h && !(h = s->lp_hold[ci] = cJSON_CreateArray())) return; /* OOM: this chunk's entries pass as they are */
-    while (cJSON_IsArray(lc) && lc->child) cJSON_AddItemToArray(h, cJSON_DetachItemViaPointer(lc, lc->child));
+/* Of the entries held for a choice (h), merges those that can no longer be part of a placeholder
+ * (with fin: all) as lp_merge does and returns how many they now are: the first ones of h, to go
+ * out. Held: from the entry holding the last '[' that no ']' follows, while fewer than
+ * PII_PLACEHOLDER_MAX bytes follow it. shift: as lp_merge's. */
+static int lp_release(ll_gw_sse *s, cJSON *h, int fin, long long *shift) {
     int n = cJSON_GetArraySize(h), upto = n;
     if (!fin && n) {
         size_t *off = ll_malloc((size_t)(n + 1) * sizeof(*off));
@@ -518,7 +646,20 @@ static void stream_logprobs(ll_gw_sse *s, int ci, cJSON *choice, int fin) {
             }
         ll_free(off);
     }
-    lp_merge(s->m, h, &upto, &s->tmp);
+    lp_merge(s->m, h, &upto, &s->tmp, shift);
+    return upto;
+}
+
+/* The logprobs.content entries of choice ci's chunk join those held for it; the ones lp_release
+ * lets go are sent in this chunk. */
+static void stream_logprobs(ll_gw_sse *s, int ci, cJSON *choice, int fin) {
+    cJSON *lp = cJSON_GetObjectItemCaseSensitive(choice, "logprobs");
+    cJSON *lc = cJSON_IsObject(lp) ? cJSON_GetObjectItemCaseSensitive(lp, "content") : NULL;
+    cJSON *h = s->lp_hold[ci];
+    if (!cJSON_IsArray(lc) && !(fin && h && h->child)) return;
+    if (!h && !(h = s->lp_hold[ci] = cJSON_CreateArray())) return; /* OOM: this chunk's entries pass as they are */
+    while (cJSON_IsArray(lc) && lc->child) cJSON_AddItemToArray(h, cJSON_DetachItemViaPointer(lc, lc->child));
+    int upto = lp_release(s, h, fin, NULL);
     if (!cJSON_IsArray(lc)) { /* fin with entries held: the chunk gets a logprobs.content of its own */
         if (!cJSON_IsObject(lp)) {
             cJSON_DeleteItemFromObjectCaseSensitive(choice, "logprobs");
@@ -528,6 +669,26 @@ static void stream_logprobs(ll_gw_sse *s, int ci, cJSON *choice, int fin) {
         if (!(lc = cJSON_AddArrayToObject(lp, "content"))) return;
     }
     for (int q = 0; q < upto && h->child; q++) cJSON_AddItemToArray(lc, cJSON_DetachItemViaPointer(h, h->child));
+}
+
+/* The same for a legacy text_completion chunk: its logprobs positions join those held for choice
+ * ci as entries (lp_legacy_split, their text_offset moved by what earlier merges of the choice
+ * shifted), and the ones released go back into this chunk's arrays. */
+static void stream_legacy_logprobs(ll_gw_sse *s, int ci, cJSON *choice, int fin) {
+    cJSON *lp = cJSON_GetObjectItemCaseSensitive(choice, "logprobs");
+    cJSON *h = s->lp_hold[ci];
+    int shaped = lp_legacy_shaped(lp);
+    if (!shaped && !(fin && h && h->child)) return;
+    if (!h && !(h = s->lp_hold[ci] = cJSON_CreateArray())) return; /* OOM: this chunk's positions pass as they are */
+    if (shaped && !lp_legacy_split(lp, h, s->lp_shift[ci])) return;
+    int upto = lp_release(s, h, fin, &s->lp_shift[ci]);
+    if (!shaped) { /* fin with positions held: the chunk gets a logprobs object of its own */
+        cJSON_DeleteItemFromObjectCaseSensitive(choice, "logprobs");
+        if (!(lp = cJSON_AddObjectToObject(choice, "logprobs"))) return;
+        for (int k = 0; k < 4; k++)
+            if (!cJSON_AddArrayToObject(lp, lp_legacy_keys[k])) return;
+    }
+    lp_legacy_join(h, upto, lp);
 }
 
 static void sse_event(ll_gw_sse *s, const char *line, size_t n, ll_strbuf *out) {
@@ -554,6 +715,7 @@ static void sse_event(ll_gw_sse *s, const char *line, size_t n, ll_strbuf *out) 
                 stream_field(s, c, "text", &s->content[i], fin);
                 if (!cJSON_GetObjectItemCaseSensitive(c, "text")) cJSON_AddStringToObject(c, "text", "");
             }
+            stream_legacy_logprobs(s, i, c, fin);
             continue;
         }
         stream_field(s, delta, "reasoning_content", &s->reasoning[i], fin);

@@ -74,8 +74,10 @@ int ll_gw_take_decision(cJSON *doc, int *act, ll_api_error *err);
 ll_status ll_gw_mask(ll_gw_scan *s, uint32_t cat_mask, pii_masker *m);
 
 /* Restores placeholders in a non-streamed chat.completion body: the content, reasoning_content
- * and tool call arguments of every choice. A body that is not such JSON is passed through
- * unchanged (an upstream error object, for instance). */
+ * and tool call arguments of every choice, and the tokens of its logprobs.content; in a legacy
+ * text_completion body, each choice's text and its logprobs (tokens, token_logprobs,
+ * top_logprobs, text_offset). A body that is not such JSON is passed through unchanged (an
+ * upstream error object, for instance). */
 void ll_gw_unmask_body(const pii_masker *m, const char *body, size_t n, ll_strbuf *out);
 
 /* Streaming restore over SSE text as it arrives in arbitrary pieces: complete `data:` lines are
@@ -85,7 +87,10 @@ void ll_gw_unmask_body(const pii_masker *m, const char *body, size_t n, ll_strbu
  * event and no fragment of one reaches the client. A tool call's held-back bytes are flushed
  * (as an extra {"index":k,"function":{"arguments":...}} entry) when another tool call index
  * starts, and everything a choice holds is flushed into the event that carries its
- * finish_reason. Other lines pass through unchanged. */
+ * finish_reason. Logprobs (chat logprobs.content entries, or a legacy chunk's parallel arrays)
+ * are held from a token that may open a placeholder until it closes, so the tokens of one go out
+ * as one; later legacy text_offsets move by what restored values changed. Other lines pass
+ * through unchanged. */
 #define LL_GW_MAX_CHOICES 8
 #define LL_GW_MAX_CALLS 16 /* tool calls per choice with a stream of their own; later ones per event */
 typedef struct ll_gw_sse {
@@ -93,7 +98,8 @@ typedef struct ll_gw_sse {
     ll_strbuf line;                                     /* an incomplete line */
     pii_unmask_stream content[LL_GW_MAX_CHOICES], reasoning[LL_GW_MAX_CHOICES];
     pii_unmask_stream args[LL_GW_MAX_CHOICES][LL_GW_MAX_CALLS];
-    struct cJSON *lp_hold[LL_GW_MAX_CHOICES];           /* logprobs.content entries that may end in a placeholder */
+    struct cJSON *lp_hold[LL_GW_MAX_CHOICES];           /* logprobs entries that may end in a placeholder */
+    long long lp_shift[LL_GW_MAX_CHOICES];              /* legacy: what merges so far moved text_offset by */
     pii_buf tmp;
 } ll_gw_sse;
 void ll_gw_sse_init(ll_gw_sse *s, const pii_masker *m);

@@ -355,6 +355,62 @@ static void test_persist_equal(const char *preset, int P, int D) {
     qwen_model_free_synthetic(m);
 }
 
+/* The q8 KV cache (LILAC_CUDA_KV=q8, k_attn.cuh: int8 codes, an fp16 scale per 32 values) against
+ * the bf16 cache on the same weights: a prefill of P tokens (flash2 reads the q8 rows), D decoded
+ * rows (the flash-decoding kernel), 8 greedy tokens. A K/V value moves by at most half a step of its
+ * block (1/254 of the block's largest), so: argmax of all rows but one equal, mean KL <= 2e-3 (a
+ * cache read as the wrong type gives KL > 1). And the snapshot is smaller by exactly the bytes the
+ * rows save. main() also runs the fp32-reference and long-context tests with it. */
+static void test_kv_q8(const char *preset, int P, int D) {
+    qwen_model *m = NULL;
+    if (qwen_model_synthetic(preset, 21, &m) != LL_OK) { check(0, "synthetic: %s", ll_errmsg()); return; }
+    int V = m->hp.n_vocab, HD = m->hp.head_dim, n_attn = 0;
+    for (int l = 0; l < m->hp.n_layer; l++) n_attn += m->hp.is_attn[l] != 0;
+    int32_t *tok = malloc((size_t)(P + D) * 4);
+    rand_tokens(tok, P + D, V, 31);
+    float *lg[2] = {malloc((size_t)D * V * 4), malloc((size_t)D * V * 4)};
+    int32_t gen[2][8];
+    size_t bytes[2] = {0, 0};
+    int okrun = 1;
+    for (int k = 0; k < 2 && okrun; k++) {
+        if (k) setenv("LILAC_CUDA_KV", "q8", 1);
+        okrun = run_decode(m, tok, P, D, lg[k], gen[k]);
+        ll_backend *be = okrun ? mk_backend(m, 64) : NULL;
+        ll_seq *s = NULL;
+        if (be && be->v->seq_new(be, P + 8, &s) == LL_OK && be->v->forward(be, s, tok, P, LL_LOGITS_NONE, NULL) == LL_OK)
+            bytes[k] = be->v->seq_state_bytes(be, s);
+        if (s) be->v->seq_free(be, s);
+        if (be) ll_backend_free(be);
+        unsetenv("LILAC_CUDA_KV");
+        if (!okrun) check(0, "%s: decode with the %s cache: %s", preset, k ? "q8" : "bf16", ll_errmsg());
+    }
+    if (okrun) {
+        cmp_stats st = compare(lg[0], lg[1], D, V);
+        int same = 0;
+        for (int i = 0; i < D; i++) same += argmaxf(lg[0] + (size_t)i * V, V) == argmaxf(lg[1] + (size_t)i * V, V);
+        check(same >= D - 1 && st.mean_kl <= 2e-3, "%s: q8 vs bf16 KV cache, %d decoded rows after %d: argmax %d/%d, mean KL %.2e, max |d| %.3g (max |logit| %.3g)",
+              preset, D, P, same, D, st.mean_kl, st.max_abs, st.max_ref);
+        int agree = 0;
+        while (agree < 8 && gen[0][agree] == gen[1][agree]) agree++;
+        printf("  (q8 vs bf16 cache: greedy tokens agree for %d of 8)\n", agree);
+        size_t rb = (size_t)HD + (((size_t)HD / 16 + 15) & ~(size_t)15), save = (size_t)n_attn * 2 * m->hp.n_head_kv * P * (2 * HD - rb);
+        check(bytes[0] > 0 && bytes[0] - bytes[1] == save, "%s: the q8 snapshot at %d positions is %zu bytes smaller (%zu vs %zu; expected %zu)",
+              preset, P, bytes[0] - bytes[1], bytes[1], bytes[0], save);
+    }
+    free(lg[0]); free(lg[1]); free(tok);
+    qwen_model_free_synthetic(m);
+    /* a model the q8 readers do not cover (tiny: 2 query heads per kv head) is refused by name */
+    if (qwen_model_synthetic("tiny", 21, &m) != LL_OK) { check(0, "synthetic: %s", ll_errmsg()); return; }
+    setenv("LILAC_CUDA_KV", "q8", 1);
+    ll_backend_params p = {.max_batch = 64};
+    ll_backend *be = NULL;
+    ll_status st = cuda_backend_new(m, &p, &be);
+    unsetenv("LILAC_CUDA_KV");
+    check(st == LL_ERR_UNSUPPORTED && !be && strstr(ll_errmsg(), "q8 KV cache"), "tiny: a q8 KV cache is refused: %s", ll_errmsg());
+    if (be) ll_backend_free(be);
+    qwen_model_free_synthetic(m);
+}
+
 /* Long context: prefill P tokens; the decode of token P must match prefilling P+1 tokens; save/load
  * round trip; greedy generate on the device equals forward + host argmax. */
 static void test_long(const char *preset, int P, int chunk) {
@@ -610,6 +666,13 @@ int main(int argc, char **argv) {
     test_vs_ref("tiny", 70, 16, 16);
     test_lazy_equal("tiny");
     test_long("tiny", quick ? 5000 : 33000, 4096);
+    /* the q8 KV cache: against bf16, then the reference and long-context tests again with it */
+    test_kv_q8("qwen3.6-35b-a3b-L4", 300, 12);
+    setenv("LILAC_CUDA_KV", "q8", 1); /* the real shapes: tiny (2 query heads per kv head) has no q8 path */
+    printf("-- with LILAC_CUDA_KV=q8:\n");
+    test_vs_ref("qwen3.6-35b-a3b-L4", 8, 3, 4);
+    test_long("qwen3.6-35b-a3b-L4", quick ? 5000 : 33000, 4096);
+    unsetenv("LILAC_CUDA_KV");
     if (!quick) {
         test_vs_ref("qwen3.6-35b-a3b-L4", 4, 3, 2);
         test_lazy_equal("qwen3.6-35b-a3b-L4");

@@ -89,7 +89,7 @@ struct prof_ctx {
 struct cu_seq {
     int n_ctx, pos;                               /* host mirror of the position */
     int *d_pos;
-    __nv_bfloat16 *kv;                            /* [n_attn][2][NKV][n_ctx][HD] */
+    __nv_bfloat16 *kv;                            /* [n_attn][2][NKV][n_ctx][HD] (kv_q8: rows of kv_row_bytes bytes) */
     float *S;                                     /* [n_gdn][HV][DK][DV] */
     float *ring;                                  /* [n_gdn][4][CD] */
     float *part_o, *part_ml;                      /* [max_splits][NH][HD], [max_splits][NH][2] */
@@ -161,6 +161,8 @@ struct cu_backend {
     /* memory accounting for `lilac bench` (bytes): weights on the device, scratch, live sequences */
     size_t wdev_bytes, scratch_bytes, seq_bytes, seq_bytes_peak;
     int flash2;                           /* 1 (default): k_flash2_prefill (mma.sync, GQA-packed); LILAC_CUDA_FLASH2=0: WMMA k_flash_prefill */
+    int kv_q8;                            /* the KV cache in q8 rows (k_attn.cuh; ll_backend_params.kv_q8 or LILAC_CUDA_KV=q8):
+                                           * half the memory and the bytes a long-context decode step reads */
     int gdn_prep_mb;                      /* k_gdn_chunk_prep register cap (LILAC_CUDA_GDN_PREP_MB: 2 default, 1) */
     int gemm_bm, gemm_mb, gemm_red4;      /* prefill GEMM row tile (LILAC_CUDA_GEMM_BM=64: never 128) and vector
                                            * atomics in the MoE down scatter (LILAC_CUDA_GEMM_RED4) */
@@ -636,21 +638,23 @@ static void ln_trace_print(cu_backend *b, int pos) {
                 "router %.2f, shared g/u %.2f, B1+top-k %.2f, issued %.2f, 1st routed tile %.2f, g/u done %.2f, B2 %.2f, P2 %.2f, "
                 "B3 %.2f, done %.2f\n", nfz, fz[0] / nfz, fz[1] / nfz, fz[2] / nfz, fz[3] / nfz, fz[4] / nfz, fz[5] / nfz,
                 fz[6] / nfz, fz[7] / nfz, fz[8] / nfz, fz[9] / nfz, fz[10] / nfz, fz[11] / nfz, fz[12] / nfz);
-    /* extra stamps 40..43 (µs after the last block past the wait, means per kernel name): k_lgemv's
-     * prologue done (40, before its post-wait copies are issued); k_lgdn's fold shares stored (41),
-     * out-projection shares stored (42), arrival counted (43) */
+    /* extra stamps 40..47 (µs after the last block past the wait, means per kernel name; negative:
+     * before it): k_lgemv's prologue done (40, before its post-wait copies are issued); k_lgdn's fold
+     * shares stored (41), out-projection shares stored (42), arrival counted (43); the MoE kernels'
+     * top-k done (44) and first tiles requested (45) */
     for (int k = 0; k < nn; k++) {
-        double sp[4] = {0, 0, 0, 0};
-        int c[4] = {0, 0, 0, 0};
+        if (!strcmp(names[k], "moe.fused")) continue; /* its own line above */
+        double sp[8] = {0};
+        int c[8] = {0}, any = 0;
         for (int i = 1; i < b->ln_n; i++) {
             const unsigned long long *r = h + (size_t)S * i;
             if (strcmp(b->ln_names[i], names[k])) continue;
-            for (int j = 0; j < 4; j++)
-                if (r[40 + j]) { sp[j] += ((double)r[40 + j] - (double)r[1]) / 1e3; c[j]++; }
+            for (int j = 0; j < 8; j++)
+                if (r[40 + j]) { sp[j] += ((double)r[40 + j] - (double)r[1]) / 1e3; c[j]++; any = 1; }
         }
-        if (c[0] + c[1] + c[2] + c[3] == 0) continue;
+        if (!any) continue;
         fprintf(stderr, "  %-18s stamps after the wait (us):", names[k]);
-        for (int j = 0; j < 4; j++)
+        for (int j = 0; j < 8; j++)
             if (c[j]) fprintf(stderr, " [%d] %.2f", 40 + j, sp[j] / c[j]);
         fprintf(stderr, "\n");
     }
@@ -829,6 +833,13 @@ static void decode_layer_args(cu_backend *b, int l, pk_layer *pl, float *xi, flo
 
 static void decode_step_persist(cu_backend *b, cu_seq *s, const pk_params *P);
 
+/* The K and V caches of attention layer a ([NKV][n_ctx] rows of kv_row_bytes each). */
+static void seq_kv(const cu_backend *b, const cu_seq *s, int a, __nv_bfloat16 **kc, __nv_bfloat16 **vc) {
+    size_t plane = (size_t)b->hp.n_head_kv * s->n_ctx * kv_row_bytes(b->hp.head_dim, b->kv_q8);
+    *kc = (__nv_bfloat16 *)((unsigned char *)s->kv + (size_t)a * 2 * plane);
+    *vc = (__nv_bfloat16 *)((unsigned char *)s->kv + ((size_t)a * 2 + 1) * plane);
+}
+
 static void decode_step(cu_backend *b, cu_seq *s, int gen) {
     const qwen_hparams &hp = b->hp;
     b->ln_n = 0;
@@ -878,9 +889,10 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
         }
         if (hp.is_attn[l]) {
             if (!in_done) launch_gemv(b, pl.in, "attn.qkv_gemv", &b->q1);
-            __nv_bfloat16 *kc = s->kv + (size_t)L.attn_idx * 2 * NKV * s->n_ctx * HD, *vc = kc + (size_t)NKV * s->n_ctx * HD;
+            __nv_bfloat16 *kc, *vc;
+            seq_kv(b, s, L.attn_idx, &kc, &vc);
             attn_prep_args pa = {b->qg, 0, b->kb, 0, b->vb, 0, L.q_norm, L.k_norm, b->inv_freq, b->q, NULL, kc, vc,
-                                 s->d_pos, NH, NKV, HD, hp.n_rot, s->n_ctx, eps};
+                                 s->d_pos, NH, NKV, HD, hp.n_rot, s->n_ctx, eps, b->kv_q8};
             /* fused: the flash-decoding kernel does the prep's work (k_attn_decode_fd<8, false>) */
             int fused = b->fd_ns && b->fd_fused && HD == 256 && NH / NKV <= FD_G;
             if (!fused) {
@@ -889,6 +901,7 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
                 prof_end(b, "attn.prep", 0, 0);
             }
             attn_dec_args da = {b->q, kc, vc, s->part_o, s->part_ml, b->qg, b->att, s->d_pos, NH, NKV, HD, s->n_ctx, s->CH};
+            da.q8 = b->kv_q8; /* cu_init: q8 only with the flash-decoding kernel and HD 256 or 128 */
             if (fold) {
                 da.fwr = (const __nv_bfloat16 *)L.router.q;
                 da.fws = hp.n_ff_shexp ? (const __nv_bfloat16 *)L.shgate.q : NULL;
@@ -917,12 +930,13 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
                     da.tr = ln_slot(b, "attn.fd");
                     if (b->fd_fg == 4) { /* half the heads per block, as many blocks (k_attn_decode_fd<8, false, 4>) */
                         da.nsplit = ns = LL_MAX(1, ns / b->fd_nsdiv);
-                        launch_pdl(b, k_attn_decode_fd<8, false, 4>, dim3(NKV * (FD_G / 4), ns), dim3(FD_WARPS * 32), attn_fd_smem(HD, 4), da);
+                        launch_pdl(b, b->kv_q8 ? k_attn_decode_fd<8, false, 4, true> : k_attn_decode_fd<8, false, 4>, dim3(NKV * (FD_G / 4), ns),
+                                   dim3(FD_WARPS * 32), attn_fd_smem(HD, 4), da);
                     } else
-                        launch_pdl(b, k_attn_decode_fd<8, false>, dim3(NKV, ns), dim3(FD_WARPS * 32), fsm, da);
+                        launch_pdl(b, b->kv_q8 ? k_attn_decode_fd<8, false, FD_G, true> : k_attn_decode_fd<8, false>, dim3(NKV, ns), dim3(FD_WARPS * 32), fsm, da);
                     da.tr = NULL;
-                } else if (HD == 256) launch_pdl(b, k_attn_decode_fd<8>, dim3(NKV, ns), dim3(FD_WARPS * 32), fsm, da);
-                else if (HD == 128) launch_pdl(b, k_attn_decode_fd<4>, dim3(NKV, ns), dim3(FD_WARPS * 32), fsm, da);
+                } else if (HD == 256) launch_pdl(b, b->kv_q8 ? k_attn_decode_fd<8, true, FD_G, true> : k_attn_decode_fd<8>, dim3(NKV, ns), dim3(FD_WARPS * 32), fsm, da);
+                else if (HD == 128) launch_pdl(b, b->kv_q8 ? k_attn_decode_fd<4, true, FD_G, true> : k_attn_decode_fd<4>, dim3(NKV, ns), dim3(FD_WARPS * 32), fsm, da);
                 else launch_pdl(b, k_attn_decode_fd<2>, dim3(NKV, ns), dim3(FD_WARPS * 32), fsm, da);
             } else {
                 size_t smem = attn_decode_smem(NH / NKV, HD, s->CH);
@@ -1069,19 +1083,22 @@ static void prefill_chunk(cu_backend *b, cu_seq *s, int T, int want_last_logits)
             launch_gemm(b, b->Xb, H, L.wq, T, GM_STORE, QG, L.wq.rows, "p.attn.q_gemm");
             launch_gemm(b, b->Xb, H, L.wk, T, GM_STORE, Kp, L.wk.rows, "p.attn.k_gemm");
             launch_gemm(b, b->Xb, H, L.wv, T, GM_STORE, Vp, L.wv.rows, "p.attn.v_gemm");
-            __nv_bfloat16 *kc = s->kv + (size_t)L.attn_idx * 2 * NKV * s->n_ctx * HD, *vc = kc + (size_t)NKV * s->n_ctx * HD;
+            __nv_bfloat16 *kc, *vc;
+            seq_kv(b, s, L.attn_idx, &kc, &vc);
             attn_prep_args pa = {QG, L.wq.rows, Kp, L.wk.rows, Vp, L.wv.rows, L.q_norm, L.k_norm, b->inv_freq, NULL,
-                                 b->Qb, kc, vc, s->d_pos, NH, NKV, HD, hp.n_rot, s->n_ctx, eps};
+                                 b->Qb, kc, vc, s->d_pos, NH, NKV, HD, hp.n_rot, s->n_ctx, eps, b->kv_q8};
             prof_begin(b);
             k_attn_prep<<<dim3(NH + 2 * NKV, T), HD, 0, b->st>>>(pa);
             prof_end(b, "p.attn.prep", 0, 0);
-            flash_args fa = {b->Qb, kc, vc, QG, L.wq.rows, b->Ob, s->d_pos, T, NH, NKV, s->n_ctx};
+            flash_args fa = {b->Qb, kc, vc, QG, L.wq.rows, b->Ob, s->d_pos, T, NH, NKV, s->n_ctx, b->kv_q8};
             dim3 fg((T + 63) / 64, NH);
             double fl = 4.0 * NH * HD * ((double)T * s->pos + (double)T * T / 2);
             prof_begin(b);
             if (b->flash2 && NH == FL2_G * NKV && (HD == 256 || HD == 128)) {
                 dim3 f2((T + FL2_QR - 1) / FL2_QR, NKV);
-                if (HD == 256) k_flash2_prefill<256><<<f2, 256, flash2_smem_bytes<256>(), b->st>>>(fa);
+                if (HD == 256 && b->kv_q8) k_flash2_prefill<256, true><<<f2, 256, flash2_smem_bytes<256, true>(), b->st>>>(fa);
+                else if (HD == 256) k_flash2_prefill<256><<<f2, 256, flash2_smem_bytes<256>(), b->st>>>(fa);
+                else if (b->kv_q8) k_flash2_prefill<128, true><<<f2, 256, flash2_smem_bytes<128, true>(), b->st>>>(fa);
                 else k_flash2_prefill<128><<<f2, 256, flash2_smem_bytes<128>(), b->st>>>(fa);
             } else if (HD == 256) k_flash_prefill<256><<<fg, 256, flash_smem_bytes<256>(), b->st>>>(fa);
             else if (HD == 128) k_flash_prefill<128><<<fg, 256, flash_smem_bytes<128>(), b->st>>>(fa);
@@ -1252,7 +1269,7 @@ static ll_status cu_seq_new(ll_backend *be, int32_t n_ctx, ll_seq **out) {
     if ((n_ctx + s->CH - 1) / s->CH > ATT_COMB_MAXS) s->CH = (n_ctx + ATT_COMB_MAXS - 1) / ATT_COMB_MAXS;
     s->max_splits = (n_ctx + s->CH - 1) / s->CH;
     int CD = qwen_gdn_conv_dim(&hp);
-    size_t kvb = (size_t)b->n_attn * 2 * hp.n_head_kv * n_ctx * hp.head_dim * 2;
+    size_t kvb = (size_t)b->n_attn * 2 * hp.n_head_kv * n_ctx * kv_row_bytes(hp.head_dim, b->kv_q8);
     size_t Sb = (size_t)b->n_gdn * hp.gdn_n_v_heads * hp.gdn_k_dim * hp.gdn_v_dim * 4;
     size_t rb = (size_t)b->n_gdn * 4 * CD * 4;
     size_t pob = (size_t)s->max_splits * hp.n_head * hp.head_dim * 4, pmb = (size_t)s->max_splits * hp.n_head * 2 * 4;
@@ -1302,16 +1319,16 @@ static size_t cu_seq_state_bytes(ll_backend *be, const ll_seq *sq) {
     cu_backend *b = CB(be);
     const cu_seq *s = (const cu_seq *)sq;
     const qwen_hparams &hp = b->hp;
-    return 8 + (size_t)b->n_attn * 2 * hp.n_head_kv * s->pos * hp.head_dim * 2 +
+    return 8 + (size_t)b->n_attn * 2 * hp.n_head_kv * s->pos * kv_row_bytes(hp.head_dim, b->kv_q8) +
            (size_t)b->n_gdn * hp.gdn_n_v_heads * hp.gdn_k_dim * hp.gdn_v_dim * 4 +
            (size_t)b->n_gdn * 4 * qwen_gdn_conv_dim(&hp) * 4;
 }
 
 static ll_status seq_copy(cu_backend *b, cu_seq *s, uint8_t *host, int pos, int to_host) {
     const qwen_hparams &hp = b->hp;
-    size_t off = 8, row = (size_t)pos * hp.head_dim * 2;
+    size_t rbk = kv_row_bytes(hp.head_dim, b->kv_q8), off = 8, row = (size_t)pos * rbk;
     for (int a = 0; a < b->n_attn * 2 * hp.n_head_kv; a++) {
-        uint8_t *dev = (uint8_t *)s->kv + (size_t)a * s->n_ctx * hp.head_dim * 2;
+        uint8_t *dev = (uint8_t *)s->kv + (size_t)a * s->n_ctx * rbk;
         if (row) CU_TRY(cudaMemcpy(to_host ? host + off : dev, to_host ? dev : host + off, row,
                                    to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice));
         off += row;
@@ -1392,6 +1409,7 @@ static ll_status pk_setup(cu_backend *b) {
     /* opt-in for now: correct (GPU tests) but slower than the per-kernel graph, 122 vs 274 tok/s at
      * 4K (bench/results/2026-11-30-h200-s3); see dev/kernels/NOTES.md */
     if (!(getenv("LILAC_CUDA_PERSIST") && atoi(getenv("LILAC_CUDA_PERSIST")))) return LL_OK;
+    if (b->kv_q8) return LL_OK; /* its attention phases read a bf16 cache */
     int H = hp.n_embd, FF = hp.n_ff_exp, kf = hp.n_expert_used * FF + hp.n_ff_shexp;
     if (H % 32 || hp.n_expert > 1024 || hp.n_expert_used + 1 > QK_MAX_TOPK || FF % 32 || hp.n_ff_shexp % 32 || hp.gdn_v_dim % 8)
         return LL_OK;
@@ -1801,6 +1819,8 @@ static ll_status cu_init(cu_backend *b) {
     CU_TRY(cudaFuncSetAttribute(k_flash_prefill<64>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)flash_smem_bytes<64>()));
     CU_TRY(cudaFuncSetAttribute(k_flash2_prefill<256>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)flash2_smem_bytes<256>()));
     CU_TRY(cudaFuncSetAttribute(k_flash2_prefill<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)flash2_smem_bytes<128>()));
+    CU_TRY(cudaFuncSetAttribute(k_flash2_prefill<256, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)flash2_smem_bytes<256, true>()));
+    CU_TRY(cudaFuncSetAttribute(k_flash2_prefill<128, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)flash2_smem_bytes<128, true>()));
     CU_TRY(cudaFuncSetAttribute(k_gemv, cudaFuncAttributeMaxDynamicSharedMemorySize, 96 * 1024));
     CU_TRY(cudaFuncSetAttribute(k_gdn_chunk_prep<128>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_prep_smem_bytes<128>()));
     CU_TRY(cudaFuncSetAttribute(k_gdn_chunk_prep<128, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_prep_smem_bytes<128>()));
@@ -1828,9 +1848,13 @@ static ll_status cu_init(cu_backend *b) {
             CU_TRY(cudaFuncSetAttribute(k_attn_decode_fd<8>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fsm));
             CU_TRY(cudaFuncSetAttribute(k_attn_decode_fd<8, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fsm));
             CU_TRY(cudaFuncSetAttribute(k_attn_decode_fd<8, false, 4>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)attn_fd_smem(HDd, 4)));
+            CU_TRY(cudaFuncSetAttribute(k_attn_decode_fd<8, true, FD_G, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fsm));
+            CU_TRY(cudaFuncSetAttribute(k_attn_decode_fd<8, false, FD_G, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fsm));
+            CU_TRY(cudaFuncSetAttribute(k_attn_decode_fd<8, false, 4, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)attn_fd_smem(HDd, 4)));
             cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_attn_decode_fd<8>, FD_WARPS * 32, fsm);
         } else if (HDd == 128) {
             CU_TRY(cudaFuncSetAttribute(k_attn_decode_fd<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fsm));
+            CU_TRY(cudaFuncSetAttribute(k_attn_decode_fd<4, true, FD_G, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fsm));
             cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_attn_decode_fd<4>, FD_WARPS * 32, fsm);
         } else {
             CU_TRY(cudaFuncSetAttribute(k_attn_decode_fd<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fsm));
@@ -1838,6 +1862,14 @@ static ll_status cu_init(cu_backend *b) {
         }
         if (occ >= 1) b->fd_ns = LL_MAX(1, b->nsm * occ / hp.n_head_kv);
     }
+    /* the q8 cache has readers in the flash-decoding kernel and flash2 prefill only */
+    int any_attn = 0;
+    for (int l = 0; l < hp.n_layer; l++) any_attn |= hp.is_attn[l];
+    if (b->kv_q8 && any_attn &&
+        (!b->fd_ns || !b->flash2 || hp.n_head != FL2_G * hp.n_head_kv || (hp.head_dim != 256 && hp.head_dim != 128)))
+        return ll_err(LL_ERR_UNSUPPORTED, "cuda: a q8 KV cache needs the flash-decoding and flash2 kernels (head_dim 256 or 128, "
+                      "%d query heads per kv head); this model or setting has head_dim %d, %d/%d heads%s",
+                      FL2_G, hp.head_dim, hp.n_head, hp.n_head_kv, b->flash2 ? "" : ", LILAC_CUDA_FLASH2=0");
     b->alloc_host = b->embd_host;
     ll_status est = upload_mat(b, &m->tok_embd, 1, lazy, seed, &b->tok_embd);
     b->alloc_host = 0;
@@ -1928,6 +1960,7 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     b->gq_rb = getenv("LILAC_CUDA_GQ_RB") ? atoi(getenv("LILAC_CUDA_GQ_RB")) : 1;
     /* prefill defaults from bench/results/2026-11-30-h200-cudapre (call1: lab-verified kernels) */
     b->flash2 = !(getenv("LILAC_CUDA_FLASH2") && !atoi(getenv("LILAC_CUDA_FLASH2")));
+    b->kv_q8 = (params && params->kv_q8) || (getenv("LILAC_CUDA_KV") && !strcmp(getenv("LILAC_CUDA_KV"), "q8"));
     b->gemm_bm = getenv("LILAC_CUDA_GEMM_BM") && atoi(getenv("LILAC_CUDA_GEMM_BM")) == 64 ? 64 : 128;
     b->gemm_mb = getenv("LILAC_CUDA_GEMM_MB") ? atoi(getenv("LILAC_CUDA_GEMM_MB")) : 2;
     b->gemm_red4 = !(getenv("LILAC_CUDA_GEMM_RED4") && !atoi(getenv("LILAC_CUDA_GEMM_RED4")));

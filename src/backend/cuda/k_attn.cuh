@@ -12,7 +12,9 @@
  *   k_flash_prefill: causal flash attention over the chunk with bf16 tensor cores (WMMA): block =
  *     (64 queries, head); S = Q K^T and O += P V on tensor cores, online softmax in fp32, O in shared
  *     memory. grid (ceil(T/64), NH), block 256.
- * KV cache layout: [NKV][n_ctx][HD] bf16.
+ * KV cache layout: [NKV][n_ctx][HD] bf16, or (q8, LILAC_CUDA_KV=q8) [NKV][n_ctx] rows of
+ * kv_row_bytes(HD, 1) bytes: HD int8 codes, then HD/32 fp16 scales (one per 32 consecutive values,
+ * as GGUF's Q8_0), padded to 16 bytes: 272 bytes per row at HD = 256 instead of 512.
  */
 #ifndef LILAC_K_ATTN_CUH
 #define LILAC_K_ATTN_CUH
@@ -28,6 +30,43 @@ __host__ __device__ static inline int attn_fd_used(int nsplit, int minpos, int n
     if (minpos <= 1) return nsplit;
     int u = (n + minpos - 1) / minpos;
     return u < nsplit ? u : nsplit;
+}
+
+/* Bytes of one cached K or V row of HD values (q8: codes, scales, padding to 16 bytes). */
+__host__ __device__ static inline int kv_row_bytes(int HD, int q8) { return q8 ? HD + ((HD / 16 + 15) & ~15) : 2 * HD; }
+
+/* The q8 code of x (lane of a group of `span` lanes, span a power of two <= 32, holding n values
+ * each, the group covering one 32-value block): the block's scale amax / 127 rounded to fp16 first,
+ * so that the codes are exact for the scale a reader sees. Returns the codes in c[], the scale. */
+template <int N>
+__device__ __forceinline__ __half kv_q8_quant(const float x[N], int span, signed char c[N]) {
+    float am = 0.0f;
+#pragma unroll
+    for (int i = 0; i < N; i++) am = fmaxf(am, fabsf(x[i]));
+    for (int o = 1; o < span; o <<= 1) am = fmaxf(am, __shfl_xor_sync(0xffffffffu, am, o));
+    __half d = __float2half(am / 127.0f);
+    float df = __half2float(d), inv = df > 0.0f ? 1.0f / df : 0.0f;
+#pragma unroll
+    for (int i = 0; i < N; i++) c[i] = (signed char)max(-127, min(127, __float2int_rn(x[i] * inv)));
+    return d;
+}
+
+/* A lane's DPL values of a cached q8 row (k_attn.cuh), as loaded: the codes and the block's scale.
+ * They stay packed in registers (6 per row at DPL = 8, against 8 floats), so a warp iteration can
+ * keep twice the rows in flight for the same registers (attn_fd_block). */
+template <int DPL> struct kvq_raw {
+    uint32_t w[(DPL + 3) / 4];
+    float d;
+};
+/* The values: a code c (signed byte) is placed in the low byte of the float 2^23 (0x4B000000) as
+ * c + 128, and 2^23 + 128 subtracted: exact, two full-rate instructions instead of a quarter-rate
+ * integer-to-float conversion (1.3 G per step at 128K context). */
+template <int DPL> __device__ __forceinline__ void kvq_expand(const kvq_raw<DPL> &r, float *out) {
+#pragma unroll
+    for (int i = 0; i < DPL; i++) {
+        uint32_t b = __byte_perm(r.w[i >> 2] ^ 0x80808080u, 0x4B000000u, 0x7650u | (uint32_t)(i & 3));
+        out[i] = (__uint_as_float(b) - 8388736.0f) * r.d;
+    }
 }
 
 /* Block-wide sum (red: 32 floats); every thread gets the total. */
@@ -49,11 +88,27 @@ struct attn_prep_args {
     const float *inv_freq;        /* [n_rot/2] */
     float *q_out;                 /* [T][NH*HD] fp32 (or NULL) */
     __nv_bfloat16 *qb_out;        /* [T][NH*HD] bf16 (or NULL) */
-    __nv_bfloat16 *kc, *vc;       /* [NKV][n_ctx][HD] */
+    __nv_bfloat16 *kc, *vc;       /* [NKV][n_ctx][HD] (q8: rows of kv_row_bytes(HD, 1) bytes) */
     const int *pos;
     int NH, NKV, HD, n_rot, n_ctx;
     float eps;
+    int q8;                       /* the cache holds q8 rows */
 };
+
+/* Thread d of a K or V row (HD threads, one value each) stores x at row p of kv head kvh: bf16, or
+ * q8 (a warp per 32-value block: every thread of the row's warps takes part). */
+__device__ __forceinline__ void attn_store_kv(__nv_bfloat16 *cache, bool q8, int kvh, int n_ctx, int p, int HD, int d, float x) {
+    if (!q8) {
+        cache[((long)kvh * n_ctx + p) * HD + d] = __float2bfloat16(x);
+        return;
+    }
+    unsigned char *row = (unsigned char *)cache + ((long)kvh * n_ctx + p) * kv_row_bytes(HD, 1);
+    signed char c[1];
+    float xv[1] = {x};
+    __half sc = kv_q8_quant<1>(xv, 32, c);
+    row[d] = (unsigned char)c[0];
+    if ((d & 31) == 0) ((__half *)(row + HD))[d >> 5] = sc;
+}
 
 /* One block of k_attn_prep: head slot hb (q heads, then k heads, then v heads), token t. Threads
  * d >= HD (a wider block, the persistent decode kernel) only take part in the barriers. */
@@ -66,7 +121,7 @@ __device__ __forceinline__ void attn_prep_block(const attn_prep_args &a, int hb,
     int kind = hb < a.NH ? 0 : (hb < a.NH + a.NKV ? 1 : 2);
     if (kind == 2) {
         int kvh = hb - a.NH - a.NKV;
-        if (on) a.vc[((long)kvh * a.n_ctx + p) * HD + d] = __float2bfloat16(a.v[(long)t * a.ldv + kvh * HD + d]);
+        if (on) attn_store_kv(a.vc, a.q8, kvh, a.n_ctx, p, HD, d, a.v[(long)t * a.ldv + kvh * HD + d]);
         return;
     }
     float x = !on ? 0.0f : kind == 0 ? a.qg[(long)t * a.ldqg + hb * 2 * HD + d] : a.k[(long)t * a.ldk + (hb - a.NH) * HD + d];
@@ -93,7 +148,7 @@ __device__ __forceinline__ void attn_prep_block(const attn_prep_args &a, int hb,
         if (a.q_out) a.q_out[(long)t * a.NH * HD + hb * HD + d] = x;
         if (a.qb_out) a.qb_out[(long)t * a.NH * HD + hb * HD + d] = __float2bfloat16(x);
     } else {
-        a.kc[((long)(hb - a.NH) * a.n_ctx + p) * HD + d] = __float2bfloat16(x);
+        attn_store_kv(a.kc, a.q8, hb - a.NH, a.n_ctx, p, HD, d, x);
     }
 }
 
@@ -133,6 +188,7 @@ struct attn_dec_args {
     const float *fg, *fx;
     float *flraw;
     int fE, fH;
+    int q8; /* the cache holds q8 rows (k_attn_decode_fd<..., true> reads them; the fused prep writes them) */
 };
 
 /* dynamic smem: attn_decode_smem(G, HD, CH) bytes. The block's K and V rows are first copied to
@@ -339,6 +395,7 @@ struct flash_args {
     __nv_bfloat16 *out;           /* [T][NH*HD] gated output */
     const int *pos;               /* position of token 0 */
     int T, NH, NKV, n_ctx;
+    int q8;                       /* the cache holds q8 rows (k_flash2_prefill only) */
 };
 
 template <int HD>

@@ -31,6 +31,9 @@
 #ifndef FD_TILE_FG
 #define FD_TILE_FG 2 /* positions per warp iteration of the FG < FD_G blocks (128 registers) */
 #endif
+#ifndef FD_Q8_TS
+#define FD_Q8_TS 1  /* sub-tiles of FD_TILE positions a q8 warp iteration loads at once (2: measured slower, session 11) */
+#endif
 #define FD_PF 64    /* cached rows per split prefetched into L2 before the wait (past the warps' first tiles) */
 #ifndef FD_PF_FG
 #define FD_PF_FG 256 /* the same for the FG < FD_G blocks, which enter while the projection before them runs */
@@ -108,6 +111,16 @@ __device__ __forceinline__ void fd_load_row(const __nv_bfloat16 *p, float *out) 
     }
 }
 
+template <int DPL, bool NC>
+__device__ __forceinline__ void kvq_load(const unsigned char *row, int lane, kvq_raw<DPL> &r) {
+    constexpr int HD = 32 * DPL;
+    const unsigned char *c = row + lane * DPL;
+    const __half *sp = (const __half *)(row + HD) + (lane * DPL >> 5);
+    r.d = __half2float(NC ? __ldg(sp) : *sp);
+    if (DPL == 8) { uint2 v = NC ? __ldg((const uint2 *)c) : *(const uint2 *)c; r.w[0] = v.x; r.w[(DPL + 3) / 4 - 1] = v.y; }
+    else if (DPL == 4) r.w[0] = NC ? __ldg((const unsigned *)c) : *(const unsigned *)c;
+    else r.w[0] = NC ? __ldg((const unsigned short *)c) : *(const unsigned short *)c;
+}
 /* One head row of HD = 32 * DPL values (lane: dims [lane*DPL, (lane+1)*DPL), loaded: xin) normalised with gain g,
  * partially rotated (NeoX pairs i, i + n_rot/2, as attn_prep_block; fr: the n_rot/2 inverse
  * frequencies) at position p and scaled by sc, through xs (HD floats of this warp's shared memory).
@@ -172,7 +185,18 @@ __device__ __forceinline__ void attn_fd_prep(const attn_dec_args &a, int kvh, in
 #pragma unroll
         for (int d = 0; d < DPL; d++) qs[g * HD + lane * DPL + d] = v[d];
     }
-    if (kv) {
+    if (kv && a.q8) { /* the lane's DPL values lie in one 32-value block of 32 / DPL lanes */
+        fd_norm_rope<DPL>(a, xk, gk, fr, p, 1.0f, xw, v);
+        long ro = ((long)kvh * a.n_ctx + p) * kv_row_bytes(HD, 1);
+        unsigned char *rows[2] = {(unsigned char *)a.kc + ro, (unsigned char *)a.vc + ro};
+        for (int k = 0; k < 2; k++) {
+            signed char c[DPL];
+            __half sc = kv_q8_quant<DPL>(k ? xv : v, 32 / DPL, c);
+#pragma unroll
+            for (int d = 0; d < DPL; d++) rows[k][lane * DPL + d] = (unsigned char)c[d];
+            if ((lane * DPL & 31) == 0) ((__half *)(rows[k] + HD))[lane * DPL >> 5] = sc;
+        }
+    } else if (kv) {
         fd_norm_rope<DPL>(a, xk, gk, fr, p, 1.0f, xw, v);
         __nv_bfloat16 *kc = (__nv_bfloat16 *)a.kc + ((long)kvh * a.n_ctx + p) * HD + lane * DPL;
         __nv_bfloat16 *vc = (__nv_bfloat16 *)a.vc + ((long)kvh * a.n_ctx + p) * HD + lane * DPL;
@@ -186,7 +210,7 @@ __device__ __forceinline__ void attn_fd_prep(const attn_dec_args &a, int kvh, in
 
 /* One block (FD_WARPS warps) of k_attn_decode_fd: kv head kvh, split `split` of NS; fsm: dynamic
  * shared memory of attn_fd_smem(HD) bytes. */
-template <int DPL, bool NC, int FG = FD_G>
+template <int DPL, bool NC, int FG = FD_G, bool Q8 = false>
 __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, int split, int NS, float *fsm, bool pdl = false,
                                               int g0 = 0) {
     constexpr int HD = 32 * DPL;
@@ -210,26 +234,38 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
         for (int i = threadIdx.x; i < HD; i += blockDim.x) { gq[i] = a.q_norm[i]; gk[i] = a.k_norm[i]; }
         for (int i = threadIdx.x; i < a.n_rot / 2; i += blockDim.x) fr[i] = a.inv_freq[i];
     }
-    const __nv_bfloat16 *K = a.kc + (long)kvh * a.n_ctx * HD + lane * DPL;
-    const __nv_bfloat16 *V = a.vc + (long)kvh * a.n_ctx * HD + lane * DPL;
+    const int RB = kv_row_bytes(HD, Q8); /* bytes per cached row */
+    const unsigned char *K = (const unsigned char *)a.kc + (long)kvh * a.n_ctx * RB;
+    const unsigned char *V = (const unsigned char *)a.vc + (long)kvh * a.n_ctx * RB;
+    /* positions per warp iteration: TL, or for a q8 cache two sub-tiles of TL loaded at once (the
+     * rows are half the bytes: as many bytes in flight as the bf16 loop) */
+    constexpr int TS = Q8 ? FD_Q8_TS * TL : TL;
     float kr[TL][DPL], vr[TL][DPL];
-    int t0 = lo + w * TL;
+    kvq_raw<DPL> kq[Q8 ? TS : 1], vq[Q8 ? TS : 1];
+    int t0 = lo + w * TS;
+    auto load_tile = [&](int tb) {
+#pragma unroll
+        for (int j = 0; j < TS; j++) {
+            int p = min(tb + j, hi - 1); /* past the end: a valid row, masked below */
+            if constexpr (Q8) {
+                kvq_load<DPL, NC>(K + (long)p * RB, lane, kq[j]);
+                kvq_load<DPL, NC>(V + (long)p * RB, lane, vq[j]);
+            } else {
+                fd_load_row<DPL, NC>((const __nv_bfloat16 *)(K + (long)p * RB) + lane * DPL, kr[j]);
+                fd_load_row<DPL, NC>((const __nv_bfloat16 *)(V + (long)p * RB) + lane * DPL, vr[j]);
+            }
+        }
+    };
     /* PDL: this warp's first tile is loaded before the wait when it holds only cached rows (not
      * position n - 1); rows past it (at most FD_PF per split: more would only evict each other
      * at long contexts) are prefetched into L2 */
-    bool early = pdl && t0 < hi && min(t0 + TL - 1, hi - 1) < n - 1;
-    if (early)
-#pragma unroll
-        for (int j = 0; j < TL; j++) {
-            int p = min(t0 + j, hi - 1);
-            fd_load_row<DPL, NC>(K + (long)p * HD, kr[j]);
-            fd_load_row<DPL, NC>(V + (long)p * HD, vr[j]);
-        }
+    bool early = pdl && t0 < hi && min(t0 + TS - 1, hi - 1) < n - 1;
+    if (early) load_tile(t0);
     if (pdl) {
-        int last = min(min(hi, n - 1), lo + (FG < FD_G ? FD_PF_FG : FD_PF)), lines = HD * 2 / 128; /* 128-byte lines per row */
-        for (int i = threadIdx.x + FD_WARPS * TL * 2 * lines; i < 2 * (last - lo) * lines; i += blockDim.x) {
+        int last = min(min(hi, n - 1), lo + (FG < FD_G ? FD_PF_FG : FD_PF)), lines = (RB + 127) / 128; /* 128-byte lines per row */
+        for (int i = threadIdx.x + FD_WARPS * TS * 2 * lines; i < 2 * (last - lo) * lines; i += blockDim.x) {
             int r = i / (2 * lines), k = i % (2 * lines);
-            const __nv_bfloat16 *base = (k < lines ? a.kc : a.vc) + ((long)kvh * a.n_ctx + lo + r) * HD;
+            const unsigned char *base = (k < lines ? K : V) + (long)(lo + r) * RB;
             asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)base + 128 * (k % lines)));
         }
         pdl_wait();
@@ -251,15 +287,62 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
 #pragma unroll
         for (int d = 0; d < DPL; d++) o[g][d] = 0.0f;
     }
-    for (; t0 < hi; t0 += FD_WARPS * TL) {
-        if (!early)
+    for (; t0 < hi; t0 += FD_WARPS * TS) {
+        if (!early) load_tile(t0);
+        early = false;
+#pragma unroll
+        for (int hh = 0; hh < TS / TL; hh++) {
+        int tb = t0 + hh * TL;
+        if constexpr (Q8) {
+            /* the bf16 loop's sums in the same order per (head, dim), each row expanded where it is
+             * used (K in the scores, V in the output update: j outer), so that 8 floats of a row
+             * are live at a time instead of 2 x TL x DPL (which spilled) */
+            float s[TL][FG];
 #pragma unroll
             for (int j = 0; j < TL; j++) {
-                int p = min(t0 + j, hi - 1); /* past the end: a valid row, masked below */
-                fd_load_row<DPL, NC>(K + (long)p * HD, kr[j]);
-                fd_load_row<DPL, NC>(V + (long)p * HD, vr[j]);
+                float k8[DPL];
+                kvq_expand<DPL>(kq[hh * TL + j], k8);
+#pragma unroll
+                for (int g = 0; g < FG; g++) {
+                    float acc = 0.0f;
+                    const float *qg = qs + g * HD + lane * DPL;
+#pragma unroll
+                    for (int d = 0; d < DPL; d++) acc = fmaf(qg[d], k8[d], acc);
+                    s[j][g] = acc;
+                }
+                if (FG == 8) fd_allreduce8(s[j], lane);
+                else fd_allreduce4(s[j], lane);
+                if (tb + j >= hi)
+#pragma unroll
+                    for (int g = 0; g < FG; g++) s[j][g] = -INFINITY;
             }
-        early = false;
+#pragma unroll
+            for (int g = 0; g < FG; g++) {
+                float mt = m[g];
+#pragma unroll
+                for (int j = 0; j < TL; j++) mt = fmaxf(mt, s[j][g]);
+                float sc = __expf(m[g] - mt);
+                l[g] *= sc;
+#pragma unroll
+                for (int d = 0; d < DPL; d++) o[g][d] *= sc;
+#pragma unroll
+                for (int j = 0; j < TL; j++) {
+                    s[j][g] = __expf(s[j][g] - mt);
+                    l[g] += s[j][g];
+                }
+                m[g] = mt;
+            }
+#pragma unroll
+            for (int j = 0; j < TL; j++) {
+                float v8[DPL];
+                kvq_expand<DPL>(vq[hh * TL + j], v8);
+#pragma unroll
+                for (int g = 0; g < FG; g++)
+#pragma unroll
+                    for (int d = 0; d < DPL; d++) o[g][d] = fmaf(s[j][g], v8[d], o[g][d]);
+            }
+            continue;
+        }
         float s[TL][FG];
 #pragma unroll
         for (int j = 0; j < TL; j++) {
@@ -273,7 +356,7 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
             }
             if (FG == 8) fd_allreduce8(s[j], lane);
             else fd_allreduce4(s[j], lane);
-            if (t0 + j >= hi)
+            if (tb + j >= hi)
 #pragma unroll
                 for (int g = 0; g < FG; g++) s[j][g] = -INFINITY;
         }
@@ -295,6 +378,7 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
             }
             m[g] = mt;
         }
+        } /* sub-tiles */
     }
     ln_trace(a.tr, 4);
     /* merge the 8 warps' states */
@@ -331,12 +415,12 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
 /* FG < FD_G (LILAC_CUDA_FD_FG=4, session 10): a block takes FG of the kv head's query heads (grid.x =
  * NKV * FD_G / FG) at <= 128 registers, so that it fits on an SM next to the 16-warp input projection
  * before it and its K/V loads start while that projection runs. */
-template <int DPL, bool NC = true, int FG = FD_G>
+template <int DPL, bool NC = true, int FG = FD_G, bool Q8 = false>
 __global__ void __launch_bounds__(FD_WARPS * 32, FG < FD_G ? 2 : 1) k_attn_decode_fd(const attn_dec_args a) {
     extern __shared__ __align__(16) float fsm[];
     ln_trace(a.tr, 0);
     constexpr int NHG = FD_G / FG;
-    attn_fd_block<DPL, NC, FG>(a, blockIdx.x / NHG, blockIdx.y, gridDim.y, fsm, true, (blockIdx.x % NHG) * FG); /* waits after its prefetch, then triggers */
+    attn_fd_block<DPL, NC, FG, Q8>(a, blockIdx.x / NHG, blockIdx.y, gridDim.y, fsm, true, (blockIdx.x % NHG) * FG); /* waits after its prefetch, then triggers */
     ln_trace(a.tr, 2);
 }
 

@@ -24,8 +24,11 @@
 #define FL2_BC 64 /* keys per tile */
 #define FL2_G 8   /* query heads per kv head handled by one block (one per warp) */
 
-template <int HD> __host__ __device__ constexpr size_t flash2_smem_bytes() {
-    return (size_t)(FL2_G * FL2_QR + 4 * FL2_BC) * (HD + 8) * 2;
+/* Q8 (a q8 cache, k_attn.cuh): the K/V tiles land as q8 rows in a double-buffered staging area and
+ * are expanded to bf16 in a single K and V buffer before the tile's products. */
+template <int HD, bool Q8 = false> __host__ __device__ constexpr size_t flash2_smem_bytes() {
+    return Q8 ? (size_t)(FL2_G * FL2_QR + 2 * FL2_BC) * (HD + 8) * 2 + (size_t)4 * FL2_BC * (HD + ((HD / 16 + 15) & ~15))
+              : (size_t)(FL2_G * FL2_QR + 4 * FL2_BC) * (HD + 8) * 2;
 }
 
 __device__ __forceinline__ uint32_t fl2_smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
@@ -49,19 +52,22 @@ __device__ __forceinline__ uint32_t fl2_pack(float lo, float hi) {
     return *(uint32_t *)&p;
 }
 
-template <int HD>
+template <int HD, bool Q8 = false>
 __global__ void __launch_bounds__(256, 1) k_flash2_prefill(const flash_args a) {
     constexpr int LD = HD + 8, NT = HD / 8; /* row stride (elements), n-tiles of the output */
+    constexpr int NB = Q8 ? 1 : 2;                       /* bf16 K / V buffers */
+    constexpr int RB = Q8 ? HD + ((HD / 16 + 15) & ~15) : 2 * HD; /* bytes per cached row (kv_row_bytes) */
     extern __shared__ __align__(128) unsigned char smraw[];
     __nv_bfloat16 *Qs = (__nv_bfloat16 *)smraw;         /* [8*16][LD] */
-    __nv_bfloat16 *Ks = Qs + FL2_G * FL2_QR * LD;        /* [2][64][LD] */
-    __nv_bfloat16 *Vs = Ks + 2 * FL2_BC * LD;            /* [2][64][LD] */
+    __nv_bfloat16 *Ks = Qs + FL2_G * FL2_QR * LD;        /* [NB][64][LD] */
+    __nv_bfloat16 *Vs = Ks + NB * FL2_BC * LD;           /* [NB][64][LD] */
+    unsigned char *St = (unsigned char *)(Vs + NB * FL2_BC * LD); /* Q8: [2][K, V][64][RB] */
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
     const int qt = gridDim.x - 1 - blockIdx.x, kvh = blockIdx.y, h = kvh * FL2_G + w;
     const int p0 = *a.pos, q0 = qt * FL2_QR, nq = min(FL2_QR, a.T - q0);
     const int nkeys = p0 + q0 + nq; /* keys [0, nkeys) are visible to some query of the block */
     const int ntiles = (nkeys + FL2_BC - 1) / FL2_BC;
-    const __nv_bfloat16 *Kg = a.kc + (long)kvh * a.n_ctx * HD, *Vg = a.vc + (long)kvh * a.n_ctx * HD;
+    const unsigned char *Kg = (const unsigned char *)a.kc + (long)kvh * a.n_ctx * RB, *Vg = (const unsigned char *)a.vc + (long)kvh * a.n_ctx * RB;
     /* Q rows: smem row w*16 + i = position q0 + i of head kvh*8 + w (zero past T) */
     for (int i = tid; i < FL2_G * FL2_QR * (HD / 8); i += 256) {
         int r = i / (HD / 8), c8 = (i % (HD / 8)) * 8, hw = r / FL2_QR, qi = r % FL2_QR;
@@ -71,13 +77,40 @@ __global__ void __launch_bounds__(256, 1) k_flash2_prefill(const flash_args a) {
     }
     auto load_kv = [&](int j, int buf) {
         int k0 = j * FL2_BC;
+        if (Q8) { /* whole q8 rows (RB / 16 chunks each) into the staging buffer */
+            unsigned char *kd = St + (size_t)buf * 2 * FL2_BC * RB, *vd = kd + FL2_BC * RB;
+            for (int i = tid; i < FL2_BC * (RB / 16); i += 256) {
+                int r = i / (RB / 16), c = (i % (RB / 16)) * 16;
+                bool ok = k0 + r < nkeys;
+                long off = ok ? (long)(k0 + r) * RB + c : 0;
+                cp_async16(kd + r * RB + c, Kg + off, ok ? 16 : 0);
+                cp_async16(vd + r * RB + c, Vg + off, ok ? 16 : 0);
+            }
+            return;
+        }
         __nv_bfloat16 *kd = Ks + buf * FL2_BC * LD, *vd = Vs + buf * FL2_BC * LD;
         for (int i = tid; i < FL2_BC * (HD / 8); i += 256) {
             int r = i / (HD / 8), c8 = (i % (HD / 8)) * 8;
             bool ok = k0 + r < nkeys;
-            long off = ok ? (long)(k0 + r) * HD + c8 : 0;
+            long off = ok ? (long)(k0 + r) * RB + 2 * c8 : 0;
             cp_async16(kd + r * LD + c8, Kg + off, ok ? 16 : 0);
             cp_async16(vd + r * LD + c8, Vg + off, ok ? 16 : 0);
+        }
+    };
+    /* Q8: staging buffer buf -> the bf16 K / V tiles, 8 values (one scale) per step */
+    auto expand_kv = [&](int buf) {
+        const unsigned char *ks = St + (size_t)buf * 2 * FL2_BC * RB;
+        for (int i = tid; i < 2 * FL2_BC * (HD / 8); i += 256) {
+            int kvs = i / (FL2_BC * (HD / 8)), r = (i / (HD / 8)) % FL2_BC, c8 = (i % (HD / 8)) * 8;
+            const unsigned char *row = ks + (size_t)(kvs * FL2_BC + r) * RB;
+            uint2 q = *(const uint2 *)(row + c8);
+            kvq_raw<8> raw = {{q.x, q.y}, __half2float(((const __half *)(row + HD))[c8 >> 5])};
+            float f[8];
+            kvq_expand<8>(raw, f);
+            uint32_t out[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) out[e] = fl2_pack(f[2 * e], f[2 * e + 1]);
+            *(uint4 *)((kvs ? Vs : Ks) + r * LD + c8) = make_uint4(out[0], out[1], out[2], out[3]);
         }
     };
     load_kv(0, 0);
@@ -97,7 +130,11 @@ __global__ void __launch_bounds__(256, 1) k_flash2_prefill(const flash_args a) {
         cp_async_commit();
         cp_async_wait<1>();
         __syncthreads();
-        const __nv_bfloat16 *Kb = Ks + buf * FL2_BC * LD, *Vb = Vs + buf * FL2_BC * LD;
+        if (Q8) {
+            expand_kv(buf);
+            __syncthreads();
+        }
+        const __nv_bfloat16 *Kb = Ks + (Q8 ? 0 : buf) * FL2_BC * LD, *Vb = Vs + (Q8 ? 0 : buf) * FL2_BC * LD;
         /* S = Q K^T: 8 n-tiles of 8 keys */
         float s[8][4];
 #pragma unroll

@@ -53,6 +53,16 @@
 #ifndef LN_DOWN_REGS
 #define LN_DOWN_REGS 0 /* 0: the launch bounds' 56 */
 #endif
+/* MoE gate/up at 48 registers (session 11; 0: the launch bounds' 56). A 16-warp block at 56 takes
+ * 7,168 of each sub-partition's 16,384 registers and the MoE down block (18 warps at 56) 8,960 on
+ * two of them: on paper 16,128 fit, on the device the down entered an SM only as gate/up's block
+ * left (trace: 3.3 µs from gate/up done to the down past its wait, its top-k and 18-36 bulk copies
+ * after entry). At 48 (6,144) the down enters while gate/up runs, its pre-wait work hides, the gap
+ * is 0.5 µs: +4 tok/s at 4K (gate/up's first routed tile arrives later, its copies now queued
+ * behind the down's). 4 bytes of spill in one instance. */
+#ifndef LN_GU_REGS
+#define LN_GU_REGS 48
+#endif
 #define LN_STAGE (36 * LN_THREADS) /* one Q4_K tile of LN_THREADS chunks (36 bytes each) */
 /* dynamic shared memory per block (default; LILAC_CUDA_LN_SMEM): more than half of an SM's 228 KB,
  * so two blocks of one kernel never share an SM (lean.h) */
@@ -598,7 +608,11 @@ struct lmoe_args {
 };
 
 template <bool RAW> /* L.wraw != NULL (the fold): its own instance, so that the default one is as before */
+#if LN_GU_REGS
+__global__ void __maxnreg__(LN_GU_REGS) k_lmoe_gu(const __grid_constant__ lmoe_args L) {
+#else
 __global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lmoe_gu(const __grid_constant__ lmoe_args L) {
+#endif
     extern __shared__ __align__(16) unsigned char sm[];
     __shared__ __align__(8) uint64_t bar[LN_MAX_ST];
     __shared__ float red[32];
@@ -651,7 +665,10 @@ __global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lmoe_gu(const __grid_co
         pdl_wait();
         pdl_trigger();
         ln_trace(L.tr, 1);
-        if (warp == 0) ln_topk(a.logits, a.E, a.k, ids, wts);
+        if (warp == 0) {
+            ln_topk(a.logits, a.E, a.k, ids, wts);
+            ln_trace(L.tr, 44);
+        }
         __syncthreads();
         ln_trace(L.tr, 3);
         if (tid == 0) issue_routed(pre, NST);
@@ -665,7 +682,9 @@ __global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lmoe_gu(const __grid_co
         if (warp == 0) { /* the first routed stage only: the rest after the barrier (each copy costs
                           * ~150 ns of issue, which the other warps would wait out at the barrier) */
             ln_topk<false, false>(a.logits, a.E, a.k, ids, wts);
+            ln_trace(L.tr, 44);
             if (tid == 0) issue_routed(pre, pre + 1);
+            ln_trace(L.tr, 45);
         }
         float rn = ln_prologue<false, 1>(pa, sm + (size_t)NST * L.stage, red, &Q);
         if (tid == 0) issue_routed(pre + 1, NST);
@@ -776,6 +795,7 @@ __global__ void __launch_bounds__(LN_DOWN_THREADS, LN_DOWN_MINB) k_lmoe_down(con
     };
     if (warp == 0) {
         ln_topk(a.logits, a.E, a.k, ids, wts); /* raw logits (L.wraw): the same choice, weights later */
+        ln_trace(L.tr, 44);
         if (tid == 0) {
             wts[a.k] = a.FS ? sigmoid_f(a.logits[a.E]) : 0.0f;
             mbar_ring_init(bar, NST);
@@ -785,6 +805,7 @@ __global__ void __launch_bounds__(LN_DOWN_THREADS, LN_DOWN_MINB) k_lmoe_down(con
             for (int i = 0; i < NST && i < mine; i++) issue(i);
         if (tid == 0 && L.pfwhen == 2) ln_prefetch_share(L.pfp, L.pfb, L.pfn, blockIdx.x, G);
     }
+    ln_trace(L.tr, 45);
     __syncthreads();
     pdl_wait();
     pdl_trigger();
