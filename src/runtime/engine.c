@@ -153,6 +153,12 @@ ll_status ll_engine_open(const ll_engine_params *p, ll_engine **out) {
     }
     ll_backend_params bp = {.n_threads = p->n_threads, .kv_q8 = p->kv_q8};
     if ((st = ll_backend_new(p->backend ? p->backend : "auto", e->model, &bp, &e->be)) != LL_OK) goto fail;
+    if (p->kv_q8 && strcmp(e->be->v->name, "cuda"))
+        ll_log(LL_LOG_WARN, "--kv-cache q8 applies to the cuda backend; the %s backend keeps its own cache", e->be->v->name);
+    else if (p->kv_q8) { /* a q8 snapshot is another format: sessions saved with the bf16 cache must not match */
+        size_t n = strlen(e->identity);
+        snprintf(e->identity + n, sizeof(e->identity) - n, ";kv=q8");
+    }
     e->n_ctx = p->n_ctx > 0 ? p->n_ctx : LL_MIN(e->model->hp.n_ctx_train > 0 ? e->model->hp.n_ctx_train : 32768, 32768);
     if ((st = e->be->v->seq_new(e->be, e->n_ctx, &e->seq)) != LL_OK) goto fail;
     e->snaps = ll_snap_store_new(p->snapshot_budget ? p->snapshot_budget : (size_t)1 << 30);

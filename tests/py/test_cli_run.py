@@ -55,6 +55,7 @@ def test_seeded_sampling_is_reproducible():
     ("--top-p", "2", "--top-p"),
     ("--top-k", "-1", "--top-k"),
     ("--seed", "1x", "--seed"),
+    ("--kv-cache", "q4", "--kv-cache"),
 ])
 def test_invalid_flags(flag, value, needle):
     d = os.path.join(shared(), "fixtures", "tiny")

@@ -341,8 +341,7 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
 #pragma unroll
                     for (int d = 0; d < DPL; d++) o[g][d] = fmaf(s[j][g], v8[d], o[g][d]);
             }
-            continue;
-        }
+        } else {
         float s[TL][FG];
 #pragma unroll
         for (int j = 0; j < TL; j++) {
@@ -378,6 +377,7 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
             }
             m[g] = mt;
         }
+        } /* bf16 */
         } /* sub-tiles */
     }
     ln_trace(a.tr, 4);
