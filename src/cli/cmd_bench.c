@@ -175,7 +175,7 @@ static void bench_write(FILE *md, FILE *js, const bench_cfg *c, const char *devn
         fprintf(md, "- model: %s (%s), weights %.2f GB on the device, %.3f GB read per decode step\n",
                 c->synthetic ? c->synthetic : c->model_path, m->format_name ? m->format_name : "?", wbytes / 1e9, dbytes / 1e9);
         fprintf(md, "- backend: %s on %s; batch 1; prefill chunk %d; %d decode steps per length; KV cache %s\n", bname, devname,
-                c->chunk, c->decode_steps, c->kv_q8 ? "q8 (int8, fp16 scale per 32)" : "bf16");
+                c->chunk, c->decode_steps, c->kv_q8 ? "q8 (int8, fp16 scale per 32)" : strcmp(bname, "cuda") ? "fp32" : "bf16");
         fprintf(md, "- measured read bandwidth: %.0f GB/s; peak device memory in use: %.2f GB (%.2f GiB)\n", bw, mem_peak / 1e9,
                 mem_peak / 1073741824.0);
         if (mem) /* mem: weights, scratch, sequences, host-resident weights, largest context opened */
@@ -223,7 +223,7 @@ static void bench_write(FILE *md, FILE *js, const bench_cfg *c, const char *devn
             fprintf(js, "  \"mem_weights_bytes\": %.0f,\n  \"mem_scratch_bytes\": %.0f,\n  \"mem_seq_bytes\": %.0f,\n"
                         "  \"mem_host_weight_bytes\": %.0f,\n  \"mem_ctx\": %.0f,\n",
                     mem[0], mem[1], mem[2], mem[3], mem[4]);
-        fprintf(js, "  \"prefill_chunk\": %d,\n  \"kv_cache\": \"%s\",\n  \"points\": [\n", c->chunk, c->kv_q8 ? "q8" : "bf16");
+        fprintf(js, "  \"prefill_chunk\": %d,\n  \"kv_cache\": \"%s\",\n  \"points\": [\n", c->chunk, c->kv_q8 ? "q8" : strcmp(bname, "cuda") ? "fp32" : "bf16");
         for (int i = 0; i < np; i++)
             fprintf(js, "    {\"len\": %d, \"prefill_tps\": %.1f, \"prefill_tflops\": %.2f, \"decode_tps\": %.2f, \"decode_gbps\": %.1f}%s\n",
                     pts[i].len, pts[i].prefill_tps, pts[i].prefill_tflops, pts[i].decode_tps, dbytes * pts[i].decode_tps / 1e9,
@@ -304,6 +304,10 @@ int cmd_bench(int argc, char **argv) {
     }
     fprintf(stderr, "lilac bench: backend %s ready in %.1f s\n", be->v->name, ll_time_sec() - t0);
     int is_cuda = !strcmp(be->v->name, "cuda");
+    if (c.kv_q8 && !is_cuda) { /* the report must say what ran */
+        fprintf(stderr, "lilac bench: --kv-cache q8 applies to the cuda backend; the %s backend keeps its own cache\n", be->v->name);
+        c.kv_q8 = 0;
+    }
     double bw = 0, mem_peak = 0, wbytes = (double)m->weight_bytes, dbytes = 0;
     char devname[256] = "cpu";
     if (!is_cuda) { /* the reference for CPU decode: streaming read bandwidth of all cores, same run */
