@@ -1,7 +1,9 @@
 /*
  * attn_dec.cu — lab: decode attention, the flash-decoding kernel (k_attn_dec.cuh: fixed splits,
  * warps streaming 2-position tiles, butterfly all-reduce of the 8 GQA scores) against the older
- * k_attn_decode (64 positions per block staged in shared memory). NH 16, NKV 2, HD 256, bf16 KV
+ * k_attn_decode (64 positions per block staged in shared memory), and the flash-decoding kernel's
+ * tensor-core loop (MMA: 16 positions per warp iteration, q and P rounded to bf16 as in flash2 prefill,
+ * so its tolerance is that of a bf16 query: 1e-2 relative). NH 16, NKV 2, HD 256, bf16 KV
  * cache [NKV][n_ctx][HD]; both followed by k_attn_combine (merge + sigmoid gate).
  * Reference: double-precision softmax attention on the host; contexts 1, 7, 300 (odd splits, empty
  * splits) and 4K / 32K / 128K (GB/s over the KV bytes; one launch pair, CUDA-event median).
@@ -31,6 +33,8 @@ int main() {
     CK(cudaMalloc(&dout, NH * HD * 4)); CK(cudaMalloc(&dpos, 4));
     size_t fsm = attn_fd_smem(HD);
     CK(cudaFuncSetAttribute(k_attn_decode_fd<8>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fsm));
+    auto kmma = k_attn_decode_fd<8, true, FD_G, false, true>;
+    CK(cudaFuncSetAttribute(kmma, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fsm));
     size_t osm = attn_decode_smem(G, HD, CH);
     CK(cudaFuncSetAttribute(k_attn_decode, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)osm));
     int occ = 0;
@@ -39,6 +43,8 @@ int main() {
     CK(cudaFuncGetAttributes(&fa, k_attn_decode_fd<8>));
     int NS = std::max(1, prop.multiProcessorCount * occ / NKV);
     printf("k_attn_decode_fd<8>: %d regs, %zu B local, %d blocks/SM, %d splits per kv head\n", fa.numRegs, (size_t)fa.localSizeBytes, occ, NS);
+    CK(cudaFuncGetAttributes(&fa, kmma));
+    printf("k_attn_decode_fd<8, mma>: %d regs, %zu B local\n", fa.numRegs, (size_t)fa.localSizeBytes);
     int ctxs[7] = {1, 7, 300, 4096, 32768, 131072, 0};
     int bad = 0;
     for (int ci = 0; ctxs[ci]; ci++) {
@@ -63,12 +69,13 @@ int main() {
             }
         }
         double bytes = 2.0 * NKV * (double)n * HD * 2;
-        for (int v = 0; v < 2; v++) {
+        for (int v = 0; v < 3; v++) {
             attn_dec_args a = {dq, dk, dv, dpo, dpml, dqg, dout, dpos, NH, NKV, HD, NCTX, v == 0 ? CH : 0, v == 0 ? 0 : NS};
             int splits = (n + CH - 1) / CH;
             auto launch = [&](int) {
                 if (v == 0) k_attn_decode<<<dim3(NKV, splits), 256, osm>>>(a);
-                else k_attn_decode_fd<8><<<dim3(NKV, NS), FD_WARPS * 32, fsm>>>(a);
+                else if (v == 1) k_attn_decode_fd<8><<<dim3(NKV, NS), FD_WARPS * 32, fsm>>>(a);
+                else kmma<<<dim3(NKV, NS), FD_WARPS * 32, fsm>>>(a);
                 k_attn_combine<false><<<NH, ATT_COMB_THREADS>>>(a);
             };
             CK(cudaMemset(dout, 0xff, NH * HD * 4));
@@ -77,10 +84,10 @@ int main() {
             std::vector<float> out(NH * HD);
             CK(cudaMemcpy(out.data(), dout, out.size() * 4, cudaMemcpyDeviceToHost));
             double ma, re = lab_relerr(ref.data(), out.data(), ref.size(), &ma);
-            bool ok = re < 1e-4;
+            bool ok = re < (v == 2 ? 1e-2 : 1e-4);
             bad += !ok;
             float ms = lab_time_ms(launch, 30);
-            printf("attn decode ctx %6d %-4s %s rel.err %.2e  %7.1f us  %5.0f GB/s (KV)\n", n, v == 0 ? "old" : "fd", ok ? "OK  " : "FAIL", re,
+            printf("attn decode ctx %6d %-4s %s rel.err %.2e  %7.1f us  %5.0f GB/s (KV)\n", n, v == 0 ? "old" : v == 1 ? "fd" : "mma", ok ? "OK  " : "FAIL", re,
                    ms * 1e3, bytes / (ms * 1e-3) / 1e9);
         }
     }

@@ -285,7 +285,9 @@ static int run_decode(const qwen_model *m, const int32_t *tok, int P, int D, flo
  *   GEMV: the fold computes the logits from fp32 y and a BF16 B = W_r diag(g) W_out instead of from
  *   q8(y) through Q4_K W_out and the new residual;
  * - flash-decoding blocks of 4 query heads (LILAC_CUDA_FD_FG=4, k_attn_dec.cuh; opt-in) against
- *   blocks of all 8 (the default): other split boundaries, so other partial sums. */
+ *   blocks of all 8 (the default): other split boundaries, so other partial sums;
+ * - flash-decoding's tensor-core loop (LILAC_CUDA_FD_MMA=1, the default) against the per-position
+ *   loop: q and the probabilities rounded to bf16 (as flash2 prefill does) instead of fp32. */
 static void test_switch_equal(const char *preset, int P, int D, const char *var, const char *on, const char *off, const char *what) {
     qwen_model *m = NULL;
     if (qwen_model_synthetic(preset, 21, &m) != LL_OK) { check(0, "synthetic: %s", ll_errmsg()); return; }
@@ -663,9 +665,11 @@ int main(int argc, char **argv) {
     test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_FOLD", "3", "0", "the router fold");
     /* 1200 positions: 33 splits of 4-head blocks vs 66 of 8-head blocks, every split non-empty */
     test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_FD_FG", "4", "8", "4-head flash-decoding blocks");
+    test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_FD_MMA", "1", "0", "the tensor-core flash-decoding loop");
     test_vs_ref("tiny", 70, 16, 16);
     test_lazy_equal("tiny");
     test_long("tiny", quick ? 5000 : 33000, 4096);
+    test_long("qwen3.6-35b-a3b-L4", quick ? 5000 : 33000, 4096); /* the real shapes: flash-decoding's tensor-core loop */
     /* the q8 KV cache: against bf16, then the reference and long-context tests again with it */
     test_kv_q8("qwen3.6-35b-a3b-L4", 300, 12);
     setenv("LILAC_CUDA_KV", "q8", 1); /* the real shapes: tiny (2 query heads per kv head) has no q8 path */

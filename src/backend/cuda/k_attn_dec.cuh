@@ -22,6 +22,7 @@
 #define LILAC_K_ATTN_DEC_CUH
 
 #include "k_attn.cuh"
+#include "k_flash2.cuh" /* fl2_mma, fl2_pack: the tensor-core loop (FD_MMA) */
 
 #define FD_G 8      /* query heads per kv head the kernel is built for (G <= FD_G) */
 #ifndef FD_TILE
@@ -39,9 +40,10 @@
 #define FD_PF_FG 256 /* the same for the FG < FD_G blocks, which enter while the projection before them runs */
 #endif
 
-/* dynamic smem: q [G][HD] fp32 + per-warp states for the merge */
+/* dynamic smem: q [G][HD] fp32 + per-warp states for the merge + q as bf16 mma fragments [HD/16][32] x 8 B
+ * (the tensor-core loop) */
 __host__ __device__ static inline size_t attn_fd_smem(int HD, int FG = FD_G) {
-    return (size_t)FG * HD * 4 + (size_t)FD_WARPS * FG * HD * 4 + (size_t)FD_WARPS * FG * 2 * 4;
+    return (size_t)FG * HD * 4 + (size_t)FD_WARPS * FG * HD * 4 + (size_t)FD_WARPS * FG * 2 * 4 + (size_t)FG * HD * 2;
 }
 
 /* All-reduce of v[0..7] over the warp: afterwards every lane holds all eight totals. */
@@ -208,9 +210,118 @@ __device__ __forceinline__ void attn_fd_prep(const attn_dec_args &a, int kvh, in
     }
 }
 
+/* ---- the tensor-core loop (MMA, session 12; HD = 256, 8 query heads, bf16 cache). A warp takes 16
+ * positions per iteration and computes S^T = K q^T (16 positions x 8 heads) and O^T += V^T P^T (256 dims
+ * x 8 heads) with mma.sync m16n8k16: 32 tensor-core instructions and ~120 others per 16 positions
+ * instead of ~3,400 instructions of 8-wide dots, butterfly all-reduces and per-position softmax (the
+ * chain that bound the loop: 0.8 µs per position and warp at 4K, 1.9 TB/s at 128K, session 11).
+ * No shared memory for K and V: a sum may take its terms in any order, so the fragments are filled
+ * straight from 16-byte loads of whole row pieces. Lane (g = lane / 4, c = lane % 4):
+ *   K (A of the first product, m = position, k = dim): rows t0 + g and t0 + g + 8, bytes [128c, 128c +
+ *     128); k-step ks takes words 2ks and 2ks + 1 of that piece, i.e. dims 64c + 4ks + {0,1} and
+ *     64c + 4ks + {2,3}. q (B, in shared memory as fragments, `qf`) is laid out with the same dims.
+ *   S^T (accumulator): positions g and g + 8, heads 2c and 2c + 1.
+ *   V (A of the second product = V^T, m = dim slot, k = position): rows t0 + 2c + {0, 1, 8, 9}, bytes
+ *     [64g, 64g + 64); m-tile mt maps slot g to dim 32g + 2mt and slot g + 8 to 32g + 2mt + 1, so a
+ *     register is two rows' words recombined by one byte permute.
+ *   P^T (B of the second product): S^T's probabilities as bf16, transposed by movmatrix.
+ *   O^T (accumulator, 16 m-tiles x 4): dims 32g + 2mt + {0, 1} of heads 2c and 2c + 1.
+ * A lane's softmax state covers heads 2c and 2c + 1; l is summed over its own positions and reduced
+ * over the 8 lanes of a head once, at the end. */
+struct fd_mma_regs { uint4 k[2][8], v[4][4]; };   /* one warp iteration's K and V pieces (128 registers) */
+struct fd_mma_state { float m[2], l[2], o[16][4]; };
+
+template <bool NC> __device__ __forceinline__ uint4 fd_ld16(const unsigned char *p) {
+    return NC ? __ldg((const uint4 *)p) : *(const uint4 *)p;
+}
+/* word i (0..3, a constant after unrolling) of v */
+__device__ __forceinline__ uint32_t fd_u4w(const uint4 &v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
+__device__ __forceinline__ uint32_t fd_movt(uint32_t x) {
+    uint32_t y;
+    asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(y) : "r"(x));
+    return y;
+}
+
+/* the K / V pieces of positions [tb, tb + 16) of this lane (rows past hi - 1: row hi - 1, masked later);
+ * RB = 512 bytes per row (bf16, HD 256) */
+template <bool NC>
+__device__ __forceinline__ void fd_mma_load(const unsigned char *K, const unsigned char *V, int tb, int hi, int lane, fd_mma_regs &r) {
+    int g = lane >> 2, c = lane & 3;
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const unsigned char *src = K + (long)min(tb + g + 8 * i, hi - 1) * 512 + 128 * c;
+#pragma unroll
+        for (int j = 0; j < 8; j++) r.k[i][j] = fd_ld16<NC>(src + 16 * j);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const unsigned char *src = V + (long)min(tb + 2 * c + (i & 1) + 8 * (i >> 1), hi - 1) * 512 + 64 * g;
+#pragma unroll
+        for (int j = 0; j < 4; j++) r.v[i][j] = fd_ld16<NC>(src + 16 * j);
+    }
+}
+
+/* one warp iteration: positions [tb, tb + 16) (those >= hi masked) into the online-softmax state */
+__device__ __forceinline__ void fd_mma_tile(const fd_mma_regs &r, const uint2 *qf, int tb, int hi, int lane, fd_mma_state &st) {
+    int g = lane >> 2;
+    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int ks = 0; ks < 16; ks++) {
+        uint2 b = qf[ks * 32 + lane];
+        int q0 = 2 * (ks & 1);
+        fl2_mma(s, fd_u4w(r.k[0][ks >> 1], q0), fd_u4w(r.k[1][ks >> 1], q0), fd_u4w(r.k[0][ks >> 1], q0 + 1), fd_u4w(r.k[1][ks >> 1], q0 + 1),
+                b.x, b.y);
+    }
+    if (tb + g >= hi) s[0] = s[1] = -INFINITY;
+    if (tb + g + 8 >= hi) s[2] = s[3] = -INFINITY;
+    float mx0 = fmaxf(s[0], s[2]), mx1 = fmaxf(s[1], s[3]);
+#pragma unroll
+    for (int o = 4; o < 32; o <<= 1) {
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, o));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, o));
+    }
+    /* position tb < hi is in every tile: the maxima are finite; the first tile's scale exp(-inf) is 0 */
+    float mn0 = fmaxf(st.m[0], mx0), mn1 = fmaxf(st.m[1], mx1);
+    float sc0 = __expf(st.m[0] - mn0), sc1 = __expf(st.m[1] - mn1);
+    st.m[0] = mn0; st.m[1] = mn1;
+    float p0 = __expf(s[0] - mn0), p1 = __expf(s[1] - mn1), p2 = __expf(s[2] - mn0), p3 = __expf(s[3] - mn1);
+    st.l[0] = st.l[0] * sc0 + p0 + p2;
+    st.l[1] = st.l[1] * sc1 + p1 + p3;
+    uint32_t b01 = fd_movt(fl2_pack(p0, p1)), b23 = fd_movt(fl2_pack(p2, p3));
+#pragma unroll
+    for (int mt = 0; mt < 16; mt++) {
+        st.o[mt][0] *= sc0; st.o[mt][1] *= sc1; st.o[mt][2] *= sc0; st.o[mt][3] *= sc1;
+        uint32_t w0 = fd_u4w(r.v[0][mt >> 2], mt & 3), w1 = fd_u4w(r.v[1][mt >> 2], mt & 3);
+        uint32_t w2 = fd_u4w(r.v[2][mt >> 2], mt & 3), w3 = fd_u4w(r.v[3][mt >> 2], mt & 3);
+        fl2_mma(st.o[mt], __byte_perm(w0, w1, 0x5410), __byte_perm(w0, w1, 0x7632), __byte_perm(w2, w3, 0x5410), __byte_perm(w2, w3, 0x7632),
+                b01, b23);
+    }
+}
+
+/* the warp's state into the merge's shared memory: wo_w [8][256] (its heads' O), wml_w [8][2] (m, l) */
+__device__ __forceinline__ void fd_mma_store(const fd_mma_state &st, int lane, float *wo_w, float *wml_w) {
+    int g = lane >> 2, c = lane & 3;
+    float l0 = st.l[0], l1 = st.l[1];
+#pragma unroll
+    for (int o = 4; o < 32; o <<= 1) {
+        l0 += __shfl_xor_sync(0xffffffffu, l0, o);
+        l1 += __shfl_xor_sync(0xffffffffu, l1, o);
+    }
+#pragma unroll
+    for (int mt = 0; mt < 16; mt++) {
+        *(float2 *)(wo_w + (2 * c) * 256 + 32 * g + 2 * mt) = make_float2(st.o[mt][0], st.o[mt][2]);
+        *(float2 *)(wo_w + (2 * c + 1) * 256 + 32 * g + 2 * mt) = make_float2(st.o[mt][1], st.o[mt][3]);
+    }
+    if (g == 0) {
+        wml_w[4 * c] = st.m[0]; wml_w[4 * c + 1] = l0;
+        wml_w[4 * c + 2] = st.m[1]; wml_w[4 * c + 3] = l1;
+    }
+}
+
 /* One block (FD_WARPS warps) of k_attn_decode_fd: kv head kvh, split `split` of NS; fsm: dynamic
  * shared memory of attn_fd_smem(HD) bytes. */
-template <int DPL, bool NC, int FG = FD_G, bool Q8 = false>
+/* MMA: the tensor-core loop above (DPL 8, FG 8, bf16 cache) instead of the per-position one. */
+template <int DPL, bool NC, int FG = FD_G, bool Q8 = false, bool MMA = false>
 __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, int split, int NS, float *fsm, bool pdl = false,
                                               int g0 = 0) {
     constexpr int HD = 32 * DPL;
@@ -239,11 +350,17 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
     const unsigned char *V = (const unsigned char *)a.vc + (long)kvh * a.n_ctx * RB;
     /* positions per warp iteration: TL, or for a q8 cache two sub-tiles of TL loaded at once (the
      * rows are half the bytes: as many bytes in flight as the bf16 loop) */
-    constexpr int TS = Q8 ? FD_Q8_TS * TL : TL;
+    static_assert(!MMA || (DPL == 8 && FG == FD_G && !Q8), "the tensor-core loop: HD 256, 8 heads, bf16 cache");
+    constexpr int TS = MMA ? 16 : Q8 ? FD_Q8_TS * TL : TL;
     float kr[TL][DPL], vr[TL][DPL];
+    fd_mma_regs mr;
     kvq_raw<DPL> kq[Q8 ? TS : 1], vq[Q8 ? TS : 1];
     int t0 = lo + w * TS;
     auto load_tile = [&](int tb) {
+        if constexpr (MMA) {
+            fd_mma_load<NC>(K, V, tb, hi, lane, mr);
+            return;
+        }
 #pragma unroll
         for (int j = 0; j < TS; j++) {
             int p = min(tb + j, hi - 1); /* past the end: a valid row, masked below */
@@ -280,6 +397,29 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
         for (int i = threadIdx.x; i < FG * HD; i += blockDim.x) qs[i] = g0 * HD + i < G * HD ? a.q[(long)kvh * G * HD + g0 * HD + i] : 0.0f;
     __syncthreads(); /* fused: the block's own K/V row of position n-1 is visible to its plain loads (NC = false) */
     ln_trace(a.tr, 3);
+    if constexpr (MMA) {
+        uint2 *qf = (uint2 *)(wml + FD_WARPS * FG * 2); /* [16 k-steps][32 lanes]: see fd_mma_tile */
+        for (int i = threadIdx.x; i < 16 * 32; i += blockDim.x) {
+            int ks = i >> 5, ln = i & 31;
+            const float *q = qs + (ln >> 2) * HD + 64 * (ln & 3) + 4 * ks;
+            qf[i] = make_uint2(fl2_pack(q[0], q[1]), fl2_pack(q[2], q[3]));
+        }
+        __syncthreads();
+        fd_mma_state st;
+#pragma unroll
+        for (int h = 0; h < 2; h++) { st.m[h] = -INFINITY; st.l[h] = 0.0f; }
+#pragma unroll
+        for (int mt = 0; mt < 16; mt++)
+#pragma unroll
+            for (int k = 0; k < 4; k++) st.o[mt][k] = 0.0f;
+        for (; t0 < hi; t0 += FD_WARPS * TS) {
+            if (!early) load_tile(t0);
+            early = false;
+            fd_mma_tile(mr, qf, t0, hi, lane, st);
+        }
+        ln_trace(a.tr, 4);
+        fd_mma_store(st, lane, wo + (long)w * FG * HD, wml + w * FG * 2);
+    } else {
     float m[FG], l[FG], o[FG][DPL];
 #pragma unroll
     for (int g = 0; g < FG; g++) {
@@ -388,6 +528,7 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
         for (int d = 0; d < DPL; d++) wo[((long)w * FG + g) * HD + lane * DPL + d] = o[g][d];
         if (lane == 0) { wml[(w * FG + g) * 2] = m[g]; wml[(w * FG + g) * 2 + 1] = l[g]; }
     }
+    } /* per-position loop */
     __syncthreads();
     int Gb = min(FG, G - g0); /* the heads of this block */
     for (int i = threadIdx.x; i < Gb * HD; i += blockDim.x) {
@@ -415,12 +556,12 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
 /* FG < FD_G (LILAC_CUDA_FD_FG=4, session 10): a block takes FG of the kv head's query heads (grid.x =
  * NKV * FD_G / FG) at <= 128 registers, so that it fits on an SM next to the 16-warp input projection
  * before it and its K/V loads start while that projection runs. */
-template <int DPL, bool NC = true, int FG = FD_G, bool Q8 = false>
+template <int DPL, bool NC = true, int FG = FD_G, bool Q8 = false, bool MMA = false>
 __global__ void __launch_bounds__(FD_WARPS * 32, FG < FD_G ? 2 : 1) k_attn_decode_fd(const attn_dec_args a) {
     extern __shared__ __align__(16) float fsm[];
     ln_trace(a.tr, 0);
     constexpr int NHG = FD_G / FG;
-    attn_fd_block<DPL, NC, FG, Q8>(a, blockIdx.x / NHG, blockIdx.y, gridDim.y, fsm, true, (blockIdx.x % NHG) * FG); /* waits after its prefetch, then triggers */
+    attn_fd_block<DPL, NC, FG, Q8, MMA>(a, blockIdx.x / NHG, blockIdx.y, gridDim.y, fsm, true, (blockIdx.x % NHG) * FG); /* waits after its prefetch, then triggers */
     ln_trace(a.tr, 2);
 }
 
