@@ -129,7 +129,7 @@ struct cu_backend {
     int fuse;                             /* the fused MoE kernel (k_fused.cuh: router .. down + the next layer's projection in one launch; default, LILAC_CUDA_FUSE=0 off) */
     unsigned long long *fz_bar;           /* its grid barrier counter (device) */
     int fd_fg;                            /* query heads per flash-decoding block: 8 (default) or 4 (LILAC_CUDA_FD_FG=4: fits next to the projection before it) */
-    int fd_mma;                           /* flash-decoding with the tensor-core loop (HD 256, 8 heads per kv head, bf16 cache; LILAC_CUDA_FD_MMA=0: the per-position loop) */
+    int fd_mma;                           /* flash-decoding with the tensor-core loop (HD 256, 8 heads per kv head; LILAC_CUDA_FD_MMA=0: the per-position loop) */
     int fd_nsdiv;                         /* with fd_fg 4: splits = the 8-head blocks' / fd_nsdiv (LILAC_CUDA_FD_NSDIV, default 2) */
     int pfnext;                           /* the MoE down prefetches the next input projection into L2: 0 off, 1 after its wait, 2 at entry */
     int gdn_fuse;                         /* GDN step + out-projection in one launch (k_lgdn.cuh; default; LILAC_CUDA_GDN_FUSE=0 off,
@@ -934,13 +934,13 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
                         launch_pdl(b, b->kv_q8 ? k_attn_decode_fd<8, false, 4, true> : k_attn_decode_fd<8, false, 4>, dim3(NKV * (FD_G / 4), ns),
                                    dim3(FD_WARPS * 32), attn_fd_smem(HD, 4), da);
                     } else
-                        launch_pdl(b, b->kv_q8    ? k_attn_decode_fd<8, false, FD_G, true>
-                                      : b->fd_mma ? k_attn_decode_fd<8, false, FD_G, false, true>
-                                                  : k_attn_decode_fd<8, false>,
+                        launch_pdl(b, b->kv_q8 ? (b->fd_mma ? k_attn_decode_fd<8, false, FD_G, true, true> : k_attn_decode_fd<8, false, FD_G, true>)
+                                               : (b->fd_mma ? k_attn_decode_fd<8, false, FD_G, false, true> : k_attn_decode_fd<8, false>),
                                    dim3(NKV, ns), dim3(FD_WARPS * 32), fsm, da);
                     da.tr = NULL;
                 } else if (HD == 256)
-                    launch_pdl(b, b->kv_q8 ? k_attn_decode_fd<8, true, FD_G, true> : b->fd_mma ? k_attn_decode_fd<8, true, FD_G, false, true> : k_attn_decode_fd<8>,
+                    launch_pdl(b, b->kv_q8 ? (b->fd_mma ? k_attn_decode_fd<8, true, FD_G, true, true> : k_attn_decode_fd<8, true, FD_G, true>)
+                                           : (b->fd_mma ? k_attn_decode_fd<8, true, FD_G, false, true> : k_attn_decode_fd<8>),
                                dim3(NKV, ns), dim3(FD_WARPS * 32), fsm, da);
                 else if (HD == 128) launch_pdl(b, b->kv_q8 ? k_attn_decode_fd<4, true, FD_G, true> : k_attn_decode_fd<4>, dim3(NKV, ns), dim3(FD_WARPS * 32), fsm, da);
                 else launch_pdl(b, k_attn_decode_fd<2>, dim3(NKV, ns), dim3(FD_WARPS * 32), fsm, da);
@@ -1859,6 +1859,8 @@ static ll_status cu_init(cu_backend *b) {
             CU_TRY(cudaFuncSetAttribute(k_attn_decode_fd<8, false, 4, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)attn_fd_smem(HDd, 4)));
             CU_TRY(cudaFuncSetAttribute(k_attn_decode_fd<8, true, FD_G, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fsm));
             CU_TRY(cudaFuncSetAttribute(k_attn_decode_fd<8, false, FD_G, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fsm));
+            CU_TRY(cudaFuncSetAttribute(k_attn_decode_fd<8, true, FD_G, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fsm));
+            CU_TRY(cudaFuncSetAttribute(k_attn_decode_fd<8, false, FD_G, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fsm));
             cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_attn_decode_fd<8>, FD_WARPS * 32, fsm);
         } else if (HDd == 128) {
             CU_TRY(cudaFuncSetAttribute(k_attn_decode_fd<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fsm));

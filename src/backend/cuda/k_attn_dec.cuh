@@ -16,6 +16,10 @@
  *     (k_attn.cuh), which reads NS splits when attn_dec_args.CH == 0.
  *   Why: the previous kernel gave each block 64 positions (2 x 2K blocks at 128K), staged them in
  *     shared memory and reduced each score with 5 shuffles per head: 409 GB/s at 128K, 39 µs at 4K.
+ *   MMA (the default for HD 256 and 8 query heads, LILAC_CUDA_FD_MMA): the same blocks, splits,
+ *     prep and merge, but a warp iteration takes 16 positions through two tensor-core
+ *     products (fd_mma_tile below): the per-position chain of dots, butterflies and softmax bound
+ *     the loop above at 1.6-1.9 TB/s; this one reads 128K of context at 2.9 TB/s (session 12).
  * KV cache layout: [NKV][n_ctx][HD] bf16. Empty splits (n < NS) write m = -inf, l = 0.
  */
 #ifndef LILAC_K_ATTN_DEC_CUH
@@ -210,7 +214,7 @@ __device__ __forceinline__ void attn_fd_prep(const attn_dec_args &a, int kvh, in
     }
 }
 
-/* ---- the tensor-core loop (MMA, session 12; HD = 256, 8 query heads, bf16 cache). A warp takes 16
+/* ---- the tensor-core loop (MMA, session 12; HD = 256, 8 query heads). A warp takes 16
  * positions per iteration and computes S^T = K q^T (16 positions x 8 heads) and O^T += V^T P^T (256 dims
  * x 8 heads) with mma.sync m16n8k16: 32 tensor-core instructions and ~120 others per 16 positions
  * instead of ~3,400 instructions of 8-wide dots, butterfly all-reduces and per-position softmax (the
@@ -228,11 +232,25 @@ __device__ __forceinline__ void attn_fd_prep(const attn_dec_args &a, int kvh, in
  *   O^T (accumulator, 16 m-tiles x 4): dims 32g + 2mt + {0, 1} of heads 2c and 2c + 1.
  * A lane's softmax state covers heads 2c and 2c + 1; l is summed over its own positions and reduced
  * over the 8 lanes of a head once, at the end. */
-struct fd_mma_regs { uint4 k[2][8], v[4][4]; };   /* one warp iteration's K and V pieces (128 registers) */
+/* q8 cache (int8 codes + an fp16 scale per 32 values, k_attn.cuh): the same loop on fp16 tensor cores.
+ * A code byte b becomes the half 1024 + (b ^ 0x80) by a byte permute (0x64 above it), 1152 is
+ * subtracted (exact) and the block's scale multiplied: the value rounded once to fp16 (11 bits, finer
+ * than bf16's 8). K: the lane's 64 dims are blocks 2c and 2c + 1 (both scales in one 32-bit word at
+ * byte 256 + 4c); V: its 32 dims are block g (scale at byte 256 + 2g). q and P in fp16 as well. */
+template <bool Q8> struct fd_mma_regs;
+template <> struct fd_mma_regs<false> { uint4 k[2][8], v[4][4]; };  /* 128 registers: 16 positions of bf16 rows */
+template <> struct fd_mma_regs<true> { uint4 k[2][4], v[4][2]; uint32_t ks[2], vs[4]; }; /* 70: 16 positions of q8 rows */
 struct fd_mma_state { float m[2], l[2], o[16][4]; };
+#ifndef FD_MMA_Q8_NT
+#define FD_MMA_Q8_NT 1 /* 16-position sub-tiles a q8 warp iteration loads at once (2: as many bytes in flight as bf16's
+                        * one, 242 registers: lab 128K 65.5 vs 61.2 µs, session 12) */
+#endif
 
 template <bool NC> __device__ __forceinline__ uint4 fd_ld16(const unsigned char *p) {
     return NC ? __ldg((const uint4 *)p) : *(const uint4 *)p;
+}
+template <bool NC> __device__ __forceinline__ uint32_t fd_ld4(const unsigned char *p) {
+    return NC ? __ldg((const unsigned *)p) : *(const unsigned *)p;
 }
 /* word i (0..3, a constant after unrolling) of v */
 __device__ __forceinline__ uint32_t fd_u4w(const uint4 &v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
@@ -241,36 +259,62 @@ __device__ __forceinline__ uint32_t fd_movt(uint32_t x) {
     asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(y) : "r"(x));
     return y;
 }
+/* d += a (16x16, row) * b (16x8, col), fp16 in, fp32 accumulate (the q8 cache's loop) */
+__device__ __forceinline__ void fd_mma_f16(float *d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ uint32_t fd_pack_h(float lo, float hi) {
+    __half2 p = __floats2half2_rn(lo, hi);
+    return *(uint32_t *)&p;
+}
+/* two q8 codes (bytes of x = word ^ 0x80808080 picked by the permute selector sel: 0x4140 bytes 0, 1;
+ * 0x4342 bytes 2, 3) times the scales sc (half2) */
+__device__ __forceinline__ uint32_t fd_q8h2(uint32_t x, uint32_t sel, uint32_t sc) {
+    uint32_t h = __byte_perm(x, 0x64646464u, sel);
+    __half2 v = __hmul2(__hsub2(*(__half2 *)&h, __float2half2_rn(1152.0f)), *(__half2 *)&sc);
+    return *(uint32_t *)&v;
+}
 
-/* the K / V pieces of positions [tb, tb + 16) of this lane (rows past hi - 1: row hi - 1, masked later);
- * RB = 512 bytes per row (bf16, HD 256) */
-template <bool NC>
-__device__ __forceinline__ void fd_mma_load(const unsigned char *K, const unsigned char *V, int tb, int hi, int lane, fd_mma_regs &r) {
+/* the K / V pieces of positions [tb, tb + 16) of this lane (rows past hi - 1: row hi - 1, masked later) */
+template <bool NC, bool Q8>
+__device__ __forceinline__ void fd_mma_load(const unsigned char *K, const unsigned char *V, int tb, int hi, int lane, fd_mma_regs<Q8> &r) {
+    constexpr int RB = Q8 ? 272 : 512, KB = Q8 ? 64 : 128, VB = Q8 ? 32 : 64; /* bytes per row, per lane of a K / V row */
     int g = lane >> 2, c = lane & 3;
 #pragma unroll
     for (int i = 0; i < 2; i++) {
-        const unsigned char *src = K + (long)min(tb + g + 8 * i, hi - 1) * 512 + 128 * c;
+        const unsigned char *src = K + (long)min(tb + g + 8 * i, hi - 1) * RB;
 #pragma unroll
-        for (int j = 0; j < 8; j++) r.k[i][j] = fd_ld16<NC>(src + 16 * j);
+        for (int j = 0; j < KB / 16; j++) r.k[i][j] = fd_ld16<NC>(src + KB * c + 16 * j);
+        if constexpr (Q8) r.ks[i] = fd_ld4<NC>(src + 256 + 4 * c);
     }
 #pragma unroll
     for (int i = 0; i < 4; i++) {
-        const unsigned char *src = V + (long)min(tb + 2 * c + (i & 1) + 8 * (i >> 1), hi - 1) * 512 + 64 * g;
+        const unsigned char *src = V + (long)min(tb + 2 * c + (i & 1) + 8 * (i >> 1), hi - 1) * RB;
 #pragma unroll
-        for (int j = 0; j < 4; j++) r.v[i][j] = fd_ld16<NC>(src + 16 * j);
+        for (int j = 0; j < VB / 16; j++) r.v[i][j] = fd_ld16<NC>(src + VB * g + 16 * j);
+        if constexpr (Q8) r.vs[i] = fd_ld4<NC>(src + 256 + 4 * (g >> 1)) >> (16 * (g & 1));
     }
 }
 
 /* one warp iteration: positions [tb, tb + 16) (those >= hi masked) into the online-softmax state */
-__device__ __forceinline__ void fd_mma_tile(const fd_mma_regs &r, const uint2 *qf, int tb, int hi, int lane, fd_mma_state &st) {
+template <bool Q8>
+__device__ __forceinline__ void fd_mma_tile(const fd_mma_regs<Q8> &r, const uint2 *qf, int tb, int hi, int lane, fd_mma_state &st) {
     int g = lane >> 2;
     float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
     for (int ks = 0; ks < 16; ks++) {
         uint2 b = qf[ks * 32 + lane];
-        int q0 = 2 * (ks & 1);
-        fl2_mma(s, fd_u4w(r.k[0][ks >> 1], q0), fd_u4w(r.k[1][ks >> 1], q0), fd_u4w(r.k[0][ks >> 1], q0 + 1), fd_u4w(r.k[1][ks >> 1], q0 + 1),
-                b.x, b.y);
+        if constexpr (Q8) { /* dims 64c + 4ks + [0, 4): byte 4ks of the lane's piece, block 2c + ks / 8 */
+            uint32_t x0 = fd_u4w(r.k[0][ks >> 2], ks & 3) ^ 0x80808080u, x1 = fd_u4w(r.k[1][ks >> 2], ks & 3) ^ 0x80808080u;
+            uint32_t s0 = __byte_perm(r.ks[0], 0, ks < 8 ? 0x1010 : 0x3232), s1 = __byte_perm(r.ks[1], 0, ks < 8 ? 0x1010 : 0x3232);
+            fd_mma_f16(s, fd_q8h2(x0, 0x4140, s0), fd_q8h2(x1, 0x4140, s1), fd_q8h2(x0, 0x4342, s0), fd_q8h2(x1, 0x4342, s1), b.x, b.y);
+        } else {
+            int q0 = 2 * (ks & 1);
+            fl2_mma(s, fd_u4w(r.k[0][ks >> 1], q0), fd_u4w(r.k[1][ks >> 1], q0), fd_u4w(r.k[0][ks >> 1], q0 + 1), fd_u4w(r.k[1][ks >> 1], q0 + 1),
+                    b.x, b.y);
+        }
     }
     if (tb + g >= hi) s[0] = s[1] = -INFINITY;
     if (tb + g + 8 >= hi) s[2] = s[3] = -INFINITY;
@@ -287,14 +331,24 @@ __device__ __forceinline__ void fd_mma_tile(const fd_mma_regs &r, const uint2 *q
     float p0 = __expf(s[0] - mn0), p1 = __expf(s[1] - mn1), p2 = __expf(s[2] - mn0), p3 = __expf(s[3] - mn1);
     st.l[0] = st.l[0] * sc0 + p0 + p2;
     st.l[1] = st.l[1] * sc1 + p1 + p3;
-    uint32_t b01 = fd_movt(fl2_pack(p0, p1)), b23 = fd_movt(fl2_pack(p2, p3));
+    uint32_t b01 = fd_movt(Q8 ? fd_pack_h(p0, p1) : fl2_pack(p0, p1)), b23 = fd_movt(Q8 ? fd_pack_h(p2, p3) : fl2_pack(p2, p3));
+    uint32_t vs01 = 0, vs23 = 0;
+    if constexpr (Q8) { vs01 = __byte_perm(r.vs[0], r.vs[1], 0x5410); vs23 = __byte_perm(r.vs[2], r.vs[3], 0x5410); }
 #pragma unroll
     for (int mt = 0; mt < 16; mt++) {
         st.o[mt][0] *= sc0; st.o[mt][1] *= sc1; st.o[mt][2] *= sc0; st.o[mt][3] *= sc1;
-        uint32_t w0 = fd_u4w(r.v[0][mt >> 2], mt & 3), w1 = fd_u4w(r.v[1][mt >> 2], mt & 3);
-        uint32_t w2 = fd_u4w(r.v[2][mt >> 2], mt & 3), w3 = fd_u4w(r.v[3][mt >> 2], mt & 3);
-        fl2_mma(st.o[mt], __byte_perm(w0, w1, 0x5410), __byte_perm(w0, w1, 0x7632), __byte_perm(w2, w3, 0x5410), __byte_perm(w2, w3, 0x7632),
-                b01, b23);
+        if constexpr (Q8) { /* dims 32g + 2mt + {0, 1}: bytes 2mt, 2mt + 1 of the lane's piece (word mt / 2) */
+            uint32_t sel = mt & 1 ? 0x7362 : 0x5140;
+            uint32_t t01 = __byte_perm(fd_u4w(r.v[0][mt >> 3], (mt >> 1) & 3) ^ 0x80808080u, fd_u4w(r.v[1][mt >> 3], (mt >> 1) & 3) ^ 0x80808080u, sel);
+            uint32_t t23 = __byte_perm(fd_u4w(r.v[2][mt >> 3], (mt >> 1) & 3) ^ 0x80808080u, fd_u4w(r.v[3][mt >> 3], (mt >> 1) & 3) ^ 0x80808080u, sel);
+            fd_mma_f16(st.o[mt], fd_q8h2(t01, 0x4140, vs01), fd_q8h2(t01, 0x4342, vs01), fd_q8h2(t23, 0x4140, vs23), fd_q8h2(t23, 0x4342, vs23), b01,
+                       b23);
+        } else {
+            uint32_t w0 = fd_u4w(r.v[0][mt >> 2], mt & 3), w1 = fd_u4w(r.v[1][mt >> 2], mt & 3);
+            uint32_t w2 = fd_u4w(r.v[2][mt >> 2], mt & 3), w3 = fd_u4w(r.v[3][mt >> 2], mt & 3);
+            fl2_mma(st.o[mt], __byte_perm(w0, w1, 0x5410), __byte_perm(w0, w1, 0x7632), __byte_perm(w2, w3, 0x5410), __byte_perm(w2, w3, 0x7632),
+                    b01, b23);
+        }
     }
 }
 
@@ -320,7 +374,7 @@ __device__ __forceinline__ void fd_mma_store(const fd_mma_state &st, int lane, f
 
 /* One block (FD_WARPS warps) of k_attn_decode_fd: kv head kvh, split `split` of NS; fsm: dynamic
  * shared memory of attn_fd_smem(HD) bytes. */
-/* MMA: the tensor-core loop above (DPL 8, FG 8, bf16 cache) instead of the per-position one. */
+/* MMA: the tensor-core loop above (DPL 8, FG 8) instead of the per-position one. */
 template <int DPL, bool NC, int FG = FD_G, bool Q8 = false, bool MMA = false>
 __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, int split, int NS, float *fsm, bool pdl = false,
                                               int g0 = 0) {
@@ -350,17 +404,18 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
     const unsigned char *V = (const unsigned char *)a.vc + (long)kvh * a.n_ctx * RB;
     /* positions per warp iteration: TL, or for a q8 cache two sub-tiles of TL loaded at once (the
      * rows are half the bytes: as many bytes in flight as the bf16 loop) */
-    static_assert(!MMA || (DPL == 8 && FG == FD_G && !Q8), "the tensor-core loop: HD 256, 8 heads, bf16 cache");
-    constexpr int TS = MMA ? 16 : Q8 ? FD_Q8_TS * TL : TL;
+    static_assert(!MMA || (DPL == 8 && FG == FD_G), "the tensor-core loop: HD 256, 8 heads");
+    constexpr int MNT = Q8 ? FD_MMA_Q8_NT : 1; /* the tensor-core loop's 16-position sub-tiles per warp iteration */
+    constexpr int TS = MMA ? 16 * MNT : Q8 ? FD_Q8_TS * TL : TL;
     float kr[TL][DPL], vr[TL][DPL];
-    fd_mma_regs mr;
+    fd_mma_regs<Q8> mr[MNT];
     kvq_raw<DPL> kq[Q8 ? TS : 1], vq[Q8 ? TS : 1];
     int t0 = lo + w * TS;
     auto load_tile = [&](int tb) {
         if constexpr (MMA) {
-            fd_mma_load<NC>(K, V, tb, hi, lane, mr);
-            return;
-        }
+#pragma unroll
+            for (int j = 0; j < MNT; j++) fd_mma_load<NC, Q8>(K, V, min(tb + 16 * j, hi - 1), hi, lane, mr[j]);
+        } else {
 #pragma unroll
         for (int j = 0; j < TS; j++) {
             int p = min(tb + j, hi - 1); /* past the end: a valid row, masked below */
@@ -371,6 +426,7 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
                 fd_load_row<DPL, NC>((const __nv_bfloat16 *)(K + (long)p * RB) + lane * DPL, kr[j]);
                 fd_load_row<DPL, NC>((const __nv_bfloat16 *)(V + (long)p * RB) + lane * DPL, vr[j]);
             }
+        }
         }
     };
     /* PDL: this warp's first tile is loaded before the wait when it holds only cached rows (not
@@ -402,7 +458,7 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
         for (int i = threadIdx.x; i < 16 * 32; i += blockDim.x) {
             int ks = i >> 5, ln = i & 31;
             const float *q = qs + (ln >> 2) * HD + 64 * (ln & 3) + 4 * ks;
-            qf[i] = make_uint2(fl2_pack(q[0], q[1]), fl2_pack(q[2], q[3]));
+            qf[i] = Q8 ? make_uint2(fd_pack_h(q[0], q[1]), fd_pack_h(q[2], q[3])) : make_uint2(fl2_pack(q[0], q[1]), fl2_pack(q[2], q[3]));
         }
         __syncthreads();
         fd_mma_state st;
@@ -415,7 +471,9 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
         for (; t0 < hi; t0 += FD_WARPS * TS) {
             if (!early) load_tile(t0);
             early = false;
-            fd_mma_tile(mr, qf, t0, hi, lane, st);
+#pragma unroll
+            for (int j = 0; j < MNT; j++)
+                if (t0 + 16 * j < hi) fd_mma_tile<Q8>(mr[j], qf, t0 + 16 * j, hi, lane, st);
         }
         ln_trace(a.tr, 4);
         fd_mma_store(st, lane, wo + (long)w * FG * HD, wml + w * FG * 2);
