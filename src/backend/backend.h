@@ -30,7 +30,10 @@ typedef struct ll_backend_params {
     int32_t max_batch;      /* tokens per forward chunk; longer prompts are split (default 512) */
     int32_t device;         /* cuda: device ordinal */
     int32_t kv_q8;          /* cuda: the KV cache as int8 codes with an fp16 scale per 32 values (half the
-                             * memory; `--kv-cache q8`); the CPU backend keeps its own fp32 cache */
+                             * memory, faster past ~8K of context; `--kv-cache q8`): 1 q8, -1 bf16, 0 auto
+                             * (q8 where the model's shapes have the q8 kernels, else bf16). The cuda
+                             * backend writes its resolved choice (1 or -1) into ll_backend.params;
+                             * the CPU backend keeps its own fp32 cache */
     ll_tap_fn tap;          /* optional */
     void *tap_ud;
 } ll_backend_params;

@@ -23,6 +23,10 @@ int cmd_unmask(int argc, char **argv);
  * (models/lilac-demo beside the binary's folder or under the current directory); NULL if none. */
 const char *cli_default_model(void);
 
+/* --kv-cache VALUE: "auto" (0: the backend's choice), "q8" (1) or "bf16" (-1) into *kv_q8
+ * (ll_backend_params.kv_q8); -1 for anything else. */
+int cli_kv_cache(const char *v, int *kv_q8);
+
 /* Prints "lilac <cmd>: <msg>" to stderr and returns 1 (the exit status for runtime errors). */
 int cli_fail(const char *cmd, const char *msg);
 

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include "cli.h"
 #include "cli_gen.h"
 
 enum { S_TEMP, S_TOPK, S_TOPP, S_MINP, S_REP, S_PRES, S_FREQ, S_SEED };
@@ -61,8 +62,9 @@ int cli_gen_parse(cli_gen_opts *o, int argc, char **argv, int *i) {
     else if (!strcmp(a, "--template")) o->ep.template_path = v;
     else if (!strcmp(a, "--backend")) o->ep.backend = v;
     else if (!strcmp(a, "--kv-cache")) {
-        if (strcmp(v, "q8") && strcmp(v, "bf16")) { ll_err(LL_ERR_INVALID, "--kv-cache %s: bf16 or q8", v); return -1; }
-        o->ep.kv_q8 = !strcmp(v, "q8");
+        int k;
+        if (cli_kv_cache(v, &k) < 0) { ll_err(LL_ERR_INVALID, "--kv-cache %s: auto, bf16 or q8", v); return -1; }
+        o->ep.kv_q8 = k;
     }
     else if (!strcmp(a, "--ctx")) { if (parse_i(a, v, 1, 1 << 24, &n) < 0) return -1; o->ep.n_ctx = (int32_t)n; }
     else if (!strcmp(a, "--threads")) { if (parse_i(a, v, 1, 1024, &n) < 0) return -1; o->ep.n_threads = (int32_t)n; }
@@ -94,7 +96,7 @@ void cli_gen_apply_defaults(cli_gen_opts *o, const ll_engine *e) {
 void cli_gen_usage(FILE *f) {
     fprintf(f,
             "model:    -m MODEL [--tokenizer PATH] [--template FILE.jinja] [--backend cpu|cuda|auto]\n"
-            "          [--ctx N] [--threads N] [--kv-cache bf16|q8]\n"
+            "          [--ctx N] [--threads N] [--kv-cache auto|bf16|q8]\n"
             "          (no -m: $LILAC_MODEL, else the shipped demo model models/lilac-demo)\n"
             "sampling: [-n N] [--temp T] [--top-k K] [--top-p P] [--min-p M] [--repeat-penalty R]\n"
             "          [--presence-penalty P] [--frequency-penalty F] [--seed S] [--stop STR]...\n"

@@ -49,7 +49,8 @@ static void bench_usage(FILE *f) {
             "  --synthetic P     random weights of preset P (qwen3.6-35b-a3b, qwen3.6-35b-a3b-L4, tiny)\n"
             "  -m MODEL          benchmark a model file or directory\n"
             "  --backend B       cuda, cpu or auto (default auto)\n"
-            "  --kv-cache T      (cuda) bf16 (default) or q8: int8 with an fp16 scale per 32 values\n"
+            "  --kv-cache T      (cuda) auto (default: q8 where the model's shapes have its kernels),\n"
+            "                    q8 (int8 with an fp16 scale per 32 values) or bf16\n"
             "  --quick           3 lengths (256, 4K, 32K) and a 4K/1K point instead of 10 lengths and 4K/4K\n"
             "  --decode-steps N  decode steps timed per length (default 64)\n"
             "  --chunk N         prefill chunk (tokens per forward chunk, default 4096)\n"
@@ -147,8 +148,7 @@ static int bench_parse(int argc, char **argv, bench_cfg *c) {
         else if (!strcmp(a, "-m")) c->model_path = v;
         else if (!strcmp(a, "--backend")) c->backend = v;
         else if (!strcmp(a, "--kv-cache")) {
-            if (strcmp(v, "q8") && strcmp(v, "bf16")) { fprintf(stderr, "lilac bench: --kv-cache %s: bf16 or q8\n", v); return 2; }
-            c->kv_q8 = !strcmp(v, "q8");
+            if (cli_kv_cache(v, &c->kv_q8) < 0) { fprintf(stderr, "lilac bench: --kv-cache %s: auto, bf16 or q8\n", v); return 2; }
         }
         else if (!strcmp(a, "-o")) c->outdir = v;
         else if (!strcmp(a, "--decode-steps")) c->decode_steps = atoi(v);
@@ -304,10 +304,9 @@ int cmd_bench(int argc, char **argv) {
     }
     fprintf(stderr, "lilac bench: backend %s ready in %.1f s\n", be->v->name, ll_time_sec() - t0);
     int is_cuda = !strcmp(be->v->name, "cuda");
-    if (c.kv_q8 && !is_cuda) { /* the report must say what ran */
+    if (c.kv_q8 > 0 && !is_cuda) /* the report must say what ran */
         fprintf(stderr, "lilac bench: --kv-cache q8 applies to the cuda backend; the %s backend keeps its own cache\n", be->v->name);
-        c.kv_q8 = 0;
-    }
+    c.kv_q8 = is_cuda && be->params.kv_q8 > 0; /* the backend's resolved choice (auto) */
     double bw = 0, mem_peak = 0, wbytes = (double)m->weight_bytes, dbytes = 0;
     char devname[256] = "cpu";
     if (!is_cuda) { /* the reference for CPU decode: streaming read bandwidth of all cores, same run */

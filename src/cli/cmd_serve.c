@@ -18,7 +18,8 @@ static void usage(FILE *f) {
             "  --tokenizer PATH        tokenizer.json (or its directory) to use instead\n"
             "  --chat-template FILE    a .jinja chat template to use instead\n"
             "  --backend NAME          cpu, cuda or auto (default auto)\n"
-            "  --kv-cache TYPE         cuda: bf16 (default) or q8 (int8, an fp16 scale per 32 values: half the memory)\n"
+            "  --kv-cache TYPE         cuda: auto (default: q8 where the model's shapes have its kernels, else bf16),\n"
+            "                          q8 (int8, an fp16 scale per 32 values: half the memory) or bf16\n"
             "  --host ADDR             bind address (default 127.0.0.1; 0.0.0.0 exposes the server)\n"
             "  --port N                port (default 8080; 0 picks a free one)\n"
             "  --api-key KEY           require 'Authorization: Bearer KEY' (also $LILAC_API_KEY)\n"
@@ -120,8 +121,9 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--chat-template")) ep.template_path = v;
         else if (!strcmp(a, "--backend")) ep.backend = v;
         else if (!strcmp(a, "--kv-cache")) {
-            if (strcmp(v, "q8") && strcmp(v, "bf16")) bad = -1, fprintf(stderr, "lilac serve: --kv-cache %s: bf16 or q8\n", v);
-            ep.kv_q8 = !strcmp(v, "q8");
+            int k = 0;
+            if (cli_kv_cache(v, &k) < 0) bad = -1, fprintf(stderr, "lilac serve: --kv-cache %s: auto, bf16 or q8\n", v);
+            ep.kv_q8 = k;
         }
         else if (!strcmp(a, "--host")) sp.host = v;
         else if (!strcmp(a, "--port")) bad = parse_int(a, v, 0, 65535, &x), sp.port = (int)x;

@@ -28,6 +28,14 @@ static const struct {
     {"unmask", cmd_unmask, "restore placeholders from a --map file"},
 };
 
+int cli_kv_cache(const char *v, int *kv_q8) {
+    if (!strcmp(v, "auto")) *kv_q8 = 0;
+    else if (!strcmp(v, "q8")) *kv_q8 = 1;
+    else if (!strcmp(v, "bf16")) *kv_q8 = -1;
+    else return -1;
+    return 0;
+}
+
 int cli_fail(const char *cmd, const char *msg) {
     fprintf(stderr, "lilac %s: %s\n", cmd, msg);
     return 1;

@@ -153,9 +153,11 @@ ll_status ll_engine_open(const ll_engine_params *p, ll_engine **out) {
     }
     ll_backend_params bp = {.n_threads = p->n_threads, .kv_q8 = p->kv_q8};
     if ((st = ll_backend_new(p->backend ? p->backend : "auto", e->model, &bp, &e->be)) != LL_OK) goto fail;
-    if (p->kv_q8 && strcmp(e->be->v->name, "cuda"))
+    if (p->kv_q8 > 0 && strcmp(e->be->v->name, "cuda"))
         ll_log(LL_LOG_WARN, "--kv-cache q8 applies to the cuda backend; the %s backend keeps its own cache", e->be->v->name);
-    else if (p->kv_q8) { /* a q8 snapshot is another format: sessions saved with the bf16 cache must not match */
+    else if (!strcmp(e->be->v->name, "cuda") && e->be->params.kv_q8 > 0) {
+        /* the backend's resolved choice (auto included): a q8 snapshot is another format, sessions
+         * saved with the bf16 cache must not match */
         size_t n = strlen(e->identity);
         snprintf(e->identity + n, sizeof(e->identity) - n, ";kv=q8");
     }

@@ -28,7 +28,7 @@ typedef struct ll_engine_params {
     const char *backend;        /* "cpu", "cuda", "auto" (NULL = auto) */
     int32_t n_ctx;              /* per-sequence context (<= 0: min(model max, 32768)) */
     int32_t n_threads;          /* cpu threads (<= 0: all) */
-    int32_t kv_q8;              /* cuda: a q8 KV cache (ll_backend_params.kv_q8) */
+    int32_t kv_q8;              /* cuda: 0 auto, 1 q8, -1 bf16 KV cache (ll_backend_params.kv_q8) */
     size_t snapshot_budget;     /* bytes for the snapshot LRU (0: default 1 GiB on CPU) */
 } ll_engine_params;
 

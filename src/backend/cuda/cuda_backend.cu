@@ -162,6 +162,7 @@ struct cu_backend {
     /* memory accounting for `lilac bench` (bytes): weights on the device, scratch, live sequences */
     size_t wdev_bytes, scratch_bytes, seq_bytes, seq_bytes_peak;
     int flash2;                           /* 1 (default): k_flash2_prefill (mma.sync, GQA-packed); LILAC_CUDA_FLASH2=0: WMMA k_flash_prefill */
+    int kv_want;                          /* ll_backend_params.kv_q8 or LILAC_CUDA_KV: 1 q8, -1 bf16, 0 auto (resolved into kv_q8 by cu_init) */
     int kv_q8;                            /* the KV cache in q8 rows (k_attn.cuh; ll_backend_params.kv_q8 or LILAC_CUDA_KV=q8):
                                            * half the memory and the bytes a long-context decode step reads */
     int gdn_prep_mb;                      /* k_gdn_chunk_prep register cap (LILAC_CUDA_GDN_PREP_MB: 2 default, 1) */
@@ -1875,8 +1876,14 @@ static ll_status cu_init(cu_backend *b) {
     /* the q8 cache has readers in the flash-decoding kernel and flash2 prefill only */
     int any_attn = 0;
     for (int l = 0; l < hp.n_layer; l++) any_attn |= hp.is_attn[l];
-    if (b->kv_q8 && any_attn &&
-        (!b->fd_ns || !b->flash2 || hp.n_head != FL2_G * hp.n_head_kv || (hp.head_dim != 256 && hp.head_dim != 128)))
+    int q8_ok = b->fd_ns && b->flash2 && hp.n_head == FL2_G * hp.n_head_kv && (hp.head_dim == 256 || hp.head_dim == 128);
+    /* auto (session 12): q8 where its kernels fit, because with the tensor-core flash-decoding loop
+     * it is as fast as bf16 up to 4K and faster past it (128K: 450 vs 388 tok/s), with 1.26 GB less
+     * at 128K and a mean KL of 4e-5 against bf16; bf16 where the persistent decode kernel is asked
+     * for (LILAC_CUDA_PERSIST=1: it reads a bf16 cache) */
+    if (b->kv_want == 0) b->kv_q8 = any_attn && q8_ok && !(getenv("LILAC_CUDA_PERSIST") && atoi(getenv("LILAC_CUDA_PERSIST")));
+    b->base.params.kv_q8 = b->kv_q8 ? 1 : -1; /* what runs, for the engine's snapshot identity and bench's report */
+    if (b->kv_q8 && any_attn && !q8_ok)
         return ll_err(LL_ERR_UNSUPPORTED, "cuda: a q8 KV cache needs the flash-decoding and flash2 kernels (head_dim 256 or 128, "
                       "%d query heads per kv head); this model or setting has head_dim %d, %d/%d heads%s",
                       FL2_G, hp.head_dim, hp.n_head, hp.n_head_kv, b->flash2 ? "" : ", LILAC_CUDA_FLASH2=0");
@@ -1970,7 +1977,11 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     b->gq_rb = getenv("LILAC_CUDA_GQ_RB") ? atoi(getenv("LILAC_CUDA_GQ_RB")) : 1;
     /* prefill defaults from bench/results/2026-11-30-h200-cudapre (call1: lab-verified kernels) */
     b->flash2 = !(getenv("LILAC_CUDA_FLASH2") && !atoi(getenv("LILAC_CUDA_FLASH2")));
-    b->kv_q8 = (params && params->kv_q8) || (getenv("LILAC_CUDA_KV") && !strcmp(getenv("LILAC_CUDA_KV"), "q8"));
+    /* the KV cache: ll_backend_params.kv_q8 (1 q8, -1 bf16, 0 auto: resolved in cu_init), or
+     * LILAC_CUDA_KV=q8|bf16 over it */
+    b->kv_want = params ? params->kv_q8 : 0;
+    if (getenv("LILAC_CUDA_KV")) b->kv_want = !strcmp(getenv("LILAC_CUDA_KV"), "q8") ? 1 : !strcmp(getenv("LILAC_CUDA_KV"), "bf16") ? -1 : b->kv_want;
+    b->kv_q8 = b->kv_want > 0;
     b->gemm_bm = getenv("LILAC_CUDA_GEMM_BM") && atoi(getenv("LILAC_CUDA_GEMM_BM")) == 64 ? 64 : 128;
     b->gemm_mb = getenv("LILAC_CUDA_GEMM_MB") ? atoi(getenv("LILAC_CUDA_GEMM_MB")) : 2;
     b->gemm_red4 = !(getenv("LILAC_CUDA_GEMM_RED4") && !atoi(getenv("LILAC_CUDA_GEMM_RED4")));
