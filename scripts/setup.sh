@@ -12,6 +12,6 @@ if [ -n "$missing" ]; then
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing
 fi
-PY="numpy safetensors gguf pytest tokenizers jinja2 openai schemathesis playwright"
-python3 -c "import numpy, safetensors, gguf, pytest, tokenizers, jinja2, openai, schemathesis, playwright" 2>/dev/null || \
+PY="numpy safetensors gguf pytest tokenizers jinja2 httpx openai schemathesis playwright"
+python3 -c "import numpy, safetensors, gguf, pytest, tokenizers, jinja2, httpx, openai, schemathesis, playwright" 2>/dev/null || \
     python3 -m pip install -q $PY 2>/dev/null || python3 -m pip install -q --break-system-packages $PY

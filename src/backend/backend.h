@@ -34,6 +34,8 @@ typedef struct ll_backend_params {
                              * (q8 where the model's shapes have the q8 kernels, else bf16). The cuda
                              * backend writes its resolved choice (1 or -1) into ll_backend.params;
                              * the CPU backend keeps its own fp32 cache */
+    int32_t deterministic;  /* cuda: prefill's MoE down adds its rows in 64-bit fixed point, so a run is the
+                             * same bits every time (-5 % prefill; LILAC_CUDA_MOE_DET=1 does the same) */
     ll_tap_fn tap;          /* optional */
     void *tap_ud;
 } ll_backend_params;

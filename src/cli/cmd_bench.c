@@ -39,7 +39,7 @@ typedef struct bench_point {
 
 typedef struct bench_cfg {
     const char *synthetic, *model_path, *backend, *outdir;
-    int quick, decode_steps, chunk, long_decode, max_len, mem_ctx, kv_q8;
+    int quick, decode_steps, chunk, long_decode, max_len, mem_ctx, kv_q8, det;
     uint64_t seed;
 } bench_cfg;
 
@@ -51,6 +51,8 @@ static void bench_usage(FILE *f) {
             "  --backend B       cuda, cpu or auto (default auto)\n"
             "  --kv-cache T      (cuda) auto (default: q8 where the model's shapes have its kernels),\n"
             "                    q8 (int8 with an fp16 scale per 32 values) or bf16\n"
+            "  --deterministic   (cuda) a prefill that is the same bits on every run, so the digest\n"
+            "                    repeats (about 5 %% slower prefill; without it near-ties may differ)\n"
             "  --quick           3 lengths (256, 4K, 32K) and a 4K/1K point instead of 10 lengths and 4K/4K\n"
             "  --decode-steps N  decode steps timed per length (default 64)\n"
             "  --chunk N         prefill chunk (tokens per forward chunk, default 4096)\n"
@@ -143,6 +145,7 @@ static int bench_parse(int argc, char **argv, bench_cfg *c) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { bench_usage(stdout); return 1; }
         if (!strcmp(a, "--quick")) { c->quick = 1; continue; }
+        if (!strcmp(a, "--deterministic")) { c->det = 1; continue; }
         if (!v) { fprintf(stderr, "lilac bench: %s needs a value\n", a); return 2; }
         if (!strcmp(a, "--synthetic")) c->synthetic = v;
         else if (!strcmp(a, "-m")) c->model_path = v;
@@ -174,8 +177,9 @@ static void bench_write(FILE *md, FILE *js, const bench_cfg *c, const char *devn
         fprintf(md, "# lilac bench\n\n");
         fprintf(md, "- model: %s (%s), weights %.2f GB on the device, %.3f GB read per decode step\n",
                 c->synthetic ? c->synthetic : c->model_path, m->format_name ? m->format_name : "?", wbytes / 1e9, dbytes / 1e9);
-        fprintf(md, "- backend: %s on %s; batch 1; prefill chunk %d; %d decode steps per length; KV cache %s\n", bname, devname,
-                c->chunk, c->decode_steps, c->kv_q8 ? "q8 (int8, fp16 scale per 32)" : strcmp(bname, "cuda") ? "fp32" : "bf16");
+        fprintf(md, "- backend: %s on %s; batch 1; prefill chunk %d; %d decode steps per length; KV cache %s%s\n", bname, devname,
+                c->chunk, c->decode_steps, c->kv_q8 ? "q8 (int8, fp16 scale per 32)" : strcmp(bname, "cuda") ? "fp32" : "bf16",
+                c->det && !strcmp(bname, "cuda") ? "; deterministic prefill (--deterministic)" : "");
         fprintf(md, "- measured read bandwidth: %.0f GB/s; peak device memory in use: %.2f GB (%.2f GiB)\n", bw, mem_peak / 1e9,
                 mem_peak / 1073741824.0);
         if (mem) /* mem: weights, scratch, sequences, host-resident weights, largest context opened */
@@ -223,7 +227,8 @@ static void bench_write(FILE *md, FILE *js, const bench_cfg *c, const char *devn
             fprintf(js, "  \"mem_weights_bytes\": %.0f,\n  \"mem_scratch_bytes\": %.0f,\n  \"mem_seq_bytes\": %.0f,\n"
                         "  \"mem_host_weight_bytes\": %.0f,\n  \"mem_ctx\": %.0f,\n",
                     mem[0], mem[1], mem[2], mem[3], mem[4]);
-        fprintf(js, "  \"prefill_chunk\": %d,\n  \"kv_cache\": \"%s\",\n  \"points\": [\n", c->chunk, c->kv_q8 ? "q8" : strcmp(bname, "cuda") ? "fp32" : "bf16");
+        fprintf(js, "  \"prefill_chunk\": %d,\n  \"kv_cache\": \"%s\",\n  \"deterministic\": %s,\n  \"points\": [\n", c->chunk,
+                c->kv_q8 ? "q8" : strcmp(bname, "cuda") ? "fp32" : "bf16", c->det && !strcmp(bname, "cuda") ? "true" : "false");
         for (int i = 0; i < np; i++)
             fprintf(js, "    {\"len\": %d, \"prefill_tps\": %.1f, \"prefill_tflops\": %.2f, \"decode_tps\": %.2f, \"decode_gbps\": %.1f}%s\n",
                     pts[i].len, pts[i].prefill_tps, pts[i].prefill_tflops, pts[i].decode_tps, dbytes * pts[i].decode_tps / 1e9,
@@ -292,7 +297,7 @@ int cmd_bench(int argc, char **argv) {
     if (c.synthetic) st = qwen_model_synthetic_ex(c.synthetic, c.seed, want_cuda, &m);
     else st = qwen_model_load(c.model_path, &m);
     if (st != LL_OK) return cli_fail("bench", ll_errmsg());
-    ll_backend_params bp = {.n_threads = 0, .max_batch = c.chunk, .device = 0, .kv_q8 = c.kv_q8};
+    ll_backend_params bp = {.n_threads = 0, .max_batch = c.chunk, .device = 0, .kv_q8 = c.kv_q8, .deterministic = c.det};
     ll_backend *be = NULL;
     double t0 = ll_time_sec();
     st = ll_backend_new(want_cuda ? c.backend : "cpu", m, &bp, &be);

@@ -166,6 +166,7 @@ struct cu_backend {
     int kv_q8;                            /* the KV cache in q8 rows (k_attn.cuh; ll_backend_params.kv_q8 or LILAC_CUDA_KV=q8):
                                            * half the memory and the bytes a long-context decode step reads */
     int gdn_prep_mb;                      /* k_gdn_chunk_prep register cap (LILAC_CUDA_GDN_PREP_MB: 2 default, 1) */
+    int moe_det;                          /* prefill MoE down in 64-bit fixed point (deterministic; opt-in: LILAC_CUDA_MOE_DET=1) */
     int gemm_bm, gemm_mb, gemm_red4;      /* prefill GEMM row tile (LILAC_CUDA_GEMM_BM=64: never 128) and vector
                                            * atomics in the MoE down scatter (LILAC_CUDA_GEMM_RED4) */
     int gdn_chunk;                        /* 1 (default): chunked GDN prefill (k_gdn_chunk.cuh);
@@ -1194,8 +1195,13 @@ static void prefill_chunk(cu_backend *b, cu_seq *s, int T, int want_last_logits)
         gemm_args gd = ga;
         gd.A = b->Hb; gd.lda = FF; gd.a_map = NULL; gd.W = L.edown; gd.N = H; gd.K = FF; gd.w_rows_per_e = H;
         gd.mode = GM_SCATTER_ADD; gd.C = b->X; gd.ldc = H; gd.c_map = b->perm; gd.c_div = K; gd.c_w = b->wts;
+        /* deterministic: the rows added in 64-bit fixed point into Gb (free once the up GEMM has read
+         * it; sized for T * H of them), zeroed first */
+        gd.fix = b->moe_det ? (unsigned long long *)b->Gb : NULL;
         prof_begin(b);
+        if (gd.fix) cudaMemsetAsync(gd.fix, 0, (size_t)T * H * 8, b->st);
         gemm_run(b, bm, dim3((H + GM_BN - 1) / GM_BN, max_tiles), gd);
+        if (gd.fix) k_fix_add<<<LL_MIN((T * H + 255) / 256, 4 * b->nsm), 256, 0, b->st>>>(gd.fix, b->X, (long)T * H);
         prof_end(b, "p.moe.down_gemm", 0, fe);
         if (FS) {
             launch_gemm(b, b->Xb, H, L.sgate, T, GM_STORE, b->Gb, FS, "p.moe.shared_gemm");
@@ -1710,7 +1716,9 @@ static ll_status alloc_scratch(cu_backend *b) {
     DALLOC(b, b->GW, gdn_chunk_ws_small_floats(T, HV) * 4);
     DALLOC(b, b->RL, (size_t)T * LL_MAX(E + 1, 2 * HV) * 4);
     DALLOC(b, b->wts, (size_t)T * K * 4);
-    DALLOC(b, b->Gb, (size_t)T * K * LL_MAX(hp.n_ff_exp, hp.n_ff_shexp) * 4);
+    /* Gb: the gate GEMM's fp32 output, then the MoE down's fixed-point sums ([T][H] x 8 bytes; the same
+     * size for this model: K * n_ff_exp * 4 = H * 8) */
+    DALLOC(b, b->Gb, LL_MAX((size_t)T * K * LL_MAX(hp.n_ff_exp, hp.n_ff_shexp) * 4, (size_t)T * H * 8));
     DALLOC(b, b->Xb, (size_t)T * H * 2);
     DALLOC(b, b->Ob, (size_t)T * LL_MAX(VD, AW) * 2);
     DALLOC(b, b->Qb, (size_t)T * AW * 2);
@@ -1985,6 +1993,11 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     b->gemm_bm = getenv("LILAC_CUDA_GEMM_BM") && atoi(getenv("LILAC_CUDA_GEMM_BM")) == 64 ? 64 : 128;
     b->gemm_mb = getenv("LILAC_CUDA_GEMM_MB") ? atoi(getenv("LILAC_CUDA_GEMM_MB")) : 2;
     b->gemm_red4 = !(getenv("LILAC_CUDA_GEMM_RED4") && !atoi(getenv("LILAC_CUDA_GEMM_RED4")));
+    /* session 12: the prefill MoE down can add its rows in fixed point (k_gemm.cuh), so that a prefill
+     * is the same bits on every run; opt-in (ll_backend_params.deterministic, `lilac bench
+     * --deterministic`, LILAC_CUDA_MOE_DET=1) because it costs ~5 % of prefill (4K: 14.4K vs 15.1K tok/s:
+     * scalar 64-bit atomics instead of fp32 vector ones, bench/results/2026-12-01-h200-s12 call 4) */
+    b->moe_det = (params && params->deterministic) || (getenv("LILAC_CUDA_MOE_DET") && atoi(getenv("LILAC_CUDA_MOE_DET")));
     b->gdn_prep_mb = getenv("LILAC_CUDA_GDN_PREP_MB") && atoi(getenv("LILAC_CUDA_GDN_PREP_MB")) == 1 ? 1 : 2;
     /* the chunked GDN scan is 1.6x faster on a 4K chunk (70.7 -> 44.9 ms) and matches the fp64
      * recurrence in the lab (7e-7), but with it `make test-gpu` tests 1 and 9 (tiny fixture vs HF,

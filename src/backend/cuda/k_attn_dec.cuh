@@ -259,12 +259,6 @@ __device__ __forceinline__ uint32_t fd_movt(uint32_t x) {
     asm volatile("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(y) : "r"(x));
     return y;
 }
-/* d += a (16x16, row) * b (16x8, col), fp16 in, fp32 accumulate (the q8 cache's loop) */
-__device__ __forceinline__ void fd_mma_f16(float *d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
 __device__ __forceinline__ uint32_t fd_pack_h(float lo, float hi) {
     __half2 p = __floats2half2_rn(lo, hi);
     return *(uint32_t *)&p;
@@ -309,7 +303,7 @@ __device__ __forceinline__ void fd_mma_tile(const fd_mma_regs<Q8> &r, const uint
         if constexpr (Q8) { /* dims 64c + 4ks + [0, 4): byte 4ks of the lane's piece, block 2c + ks / 8 */
             uint32_t x0 = fd_u4w(r.k[0][ks >> 2], ks & 3) ^ 0x80808080u, x1 = fd_u4w(r.k[1][ks >> 2], ks & 3) ^ 0x80808080u;
             uint32_t s0 = __byte_perm(r.ks[0], 0, ks < 8 ? 0x1010 : 0x3232), s1 = __byte_perm(r.ks[1], 0, ks < 8 ? 0x1010 : 0x3232);
-            fd_mma_f16(s, fd_q8h2(x0, 0x4140, s0), fd_q8h2(x1, 0x4140, s1), fd_q8h2(x0, 0x4342, s0), fd_q8h2(x1, 0x4342, s1), b.x, b.y);
+            fl2_mma<true>(s, fd_q8h2(x0, 0x4140, s0), fd_q8h2(x1, 0x4140, s1), fd_q8h2(x0, 0x4342, s0), fd_q8h2(x1, 0x4342, s1), b.x, b.y);
         } else {
             int q0 = 2 * (ks & 1);
             fl2_mma(s, fd_u4w(r.k[0][ks >> 1], q0), fd_u4w(r.k[1][ks >> 1], q0), fd_u4w(r.k[0][ks >> 1], q0 + 1), fd_u4w(r.k[1][ks >> 1], q0 + 1),
@@ -341,7 +335,7 @@ __device__ __forceinline__ void fd_mma_tile(const fd_mma_regs<Q8> &r, const uint
             uint32_t sel = mt & 1 ? 0x7362 : 0x5140;
             uint32_t t01 = __byte_perm(fd_u4w(r.v[0][mt >> 3], (mt >> 1) & 3) ^ 0x80808080u, fd_u4w(r.v[1][mt >> 3], (mt >> 1) & 3) ^ 0x80808080u, sel);
             uint32_t t23 = __byte_perm(fd_u4w(r.v[2][mt >> 3], (mt >> 1) & 3) ^ 0x80808080u, fd_u4w(r.v[3][mt >> 3], (mt >> 1) & 3) ^ 0x80808080u, sel);
-            fd_mma_f16(st.o[mt], fd_q8h2(t01, 0x4140, vs01), fd_q8h2(t01, 0x4342, vs01), fd_q8h2(t23, 0x4140, vs23), fd_q8h2(t23, 0x4342, vs23), b01,
+            fl2_mma<true>(st.o[mt], fd_q8h2(t01, 0x4140, vs01), fd_q8h2(t01, 0x4342, vs01), fd_q8h2(t23, 0x4140, vs23), fd_q8h2(t23, 0x4342, vs23), b01,
                        b23);
         } else {
             uint32_t w0 = fd_u4w(r.v[0][mt >> 2], mt & 3), w1 = fd_u4w(r.v[1][mt >> 2], mt & 3);

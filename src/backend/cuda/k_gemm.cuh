@@ -13,6 +13,11 @@
  * W rows start at e * w_rows_per_e; blocks past *n_tiles exit.
  * Epilogues: STORE / ADD into fp32 C; SWIGLU: H = bf16(silu(G) * acc); SCATTER_ADD (MoE down):
  * atomicAdd(X[c_map[m]/c_div][n], c_w[c_map[m]] * acc); ADD_GATED: C[m][n] += sigmoid(rowgate[m]) * acc.
+ * SCATTER_ADD with `fix` set adds c_w * acc as a 64-bit fixed-point integer (2^32 units) into
+ * fix[c_map[m]/c_div][n] instead: integer addition is associative, so the sum of a token's k rows
+ * does not depend on which block adds first, and k_fix_add then adds it to X once (fix zeroed before;
+ * a prefill whose
+ * result is the same bits on every run; fp32 atomics made the bench digest differ between runs).
  */
 #ifndef LILAC_K_GEMM_CUH
 #define LILAC_K_GEMM_CUH
@@ -39,7 +44,19 @@ struct gemm_args {
     const int *c_map; int c_div; const float *c_w;
     const float *rowgate; int rg_stride;
     int red4;                         /* SCATTER_ADD with 4-column vector atomics (sm_90) */
+    unsigned long long *fix;          /* SCATTER_ADD into a fixed-point buffer [rows of C][ldc] (see above) */
 };
+
+#define GM_FIX_SCALE 4294967296.0f /* 2^32: |sum| < 2^31, resolution 2.3e-10 (finer than fp32's at |x| > 1e-3) */
+__device__ __forceinline__ void gemm_fix_add(unsigned long long *p, float v) {
+    atomicAdd(p, (unsigned long long)__float2ll_rn(v * GM_FIX_SCALE)); /* two's complement: a signed add */
+}
+
+/* x[i] += fix[i] / 2^32; n = rows * cols */
+__global__ void k_fix_add(const unsigned long long *fix, float *x, long n) {
+    for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x)
+        x[i] += __ll2float_rn((long long)fix[i]) * (1.0f / GM_FIX_SCALE);
+}
 
 /* The fp32 store of one scatter-add group of 4 columns: one vector atomic on sm_90. */
 __device__ __forceinline__ void gemm_red4(float *p, float4 v) {
@@ -157,7 +174,17 @@ __global__ void __launch_bounds__(256, MB) k_gemm(const gemm_args a) {
         }
         __syncthreads();
         int rbase = 64 * half;
-        if (a.mode == GM_SCATTER_ADD && a.red4 && (a.ldc & 3) == 0 && (a.N & 3) == 0) {
+        if (a.mode == GM_SCATTER_ADD && a.fix) {
+            for (int i = tid; i < 64 * GM_BN; i += 256) {
+                int r = i / GM_BN, c = i % GM_BN, n = n0 + c;
+                if (rbase + r >= mn || n >= a.N) continue;
+                int src = a.c_map[m0 + rbase + r];
+                long o = (long)(src / a.c_div) * a.ldc + n;
+                float v = a.c_w[src] * Cs[r * LDC + c];
+                if (isfinite(v)) gemm_fix_add(a.fix + o, v);
+                else a.C[o] = v; /* inf / NaN reach X as they would through fp32 adds (k_fix_add keeps them) */
+            }
+        } else if (a.mode == GM_SCATTER_ADD && a.red4 && (a.ldc & 3) == 0 && (a.N & 3) == 0) {
             /* 4 columns per vector atomic: the MoE down projection adds T*k rows of H into X */
             for (int i = tid; i < 64 * GM_BN / 4; i += 256) {
                 int r = i / (GM_BN / 4), c = (i % (GM_BN / 4)) * 4, n = n0 + c;
