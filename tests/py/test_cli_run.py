@@ -64,6 +64,18 @@ def test_invalid_flags(flag, value, needle):
     assert needle in p.stderr
 
 
+@pytest.mark.parametrize("value", ["auto", "bf16", "q8"])
+def test_kv_cache_values(value):
+    """Every --kv-cache value is accepted; on the cpu backend (its own fp32 cache) the output does not
+    change, and only an explicit q8 is called out as not applying (auto is the default)."""
+    d = os.path.join(shared(), "fixtures", "tiny")
+    args = ["-m", d, "--backend", "cpu", "--prompt-ids", "1,2,3", "--temp", "0", "-n", "4", "--output-ids"]
+    base = ids_of(run(*args))
+    p = run(*args, "--kv-cache", value)
+    assert ids_of(p) == base
+    assert ("applies to the cuda backend" in p.stderr) == (value == "q8")
+
+
 def test_prompt_longer_than_context():
     d = os.path.join(shared(), "fixtures", "tiny")
     p = run("-m", d, "--prompt-ids", ",".join(["5"] * 20), "--ctx", "16", "-n", "4", check=False)
