@@ -8,7 +8,7 @@
  *            routing weights into X[T][H]), each with BM = 64 / 128 and scalar / vector atomics, and two
  *            deterministic scatters (session 12): "fix", 64-bit fixed-point atomics + k_fix_add (the
  *            backend's `--deterministic`), and "ord", plain stores of the sorted rows + a per-token sum
- *            in slot order (k_moe_sum_ordered below; not in the backend yet). Written when no device time
+ *            in slot order (k_moe_sum_ordered, k_misc.cuh: the backend's LILAC_CUDA_MOE_DET=2). Written when no device time
  *            was left: first run next session.
  * Reference: host fp64 dot products of the bf16-rounded A with the host-dequantized W, on every
  * element of small problems (partial tiles in m and n) and on sampled rows of the timed ones.
@@ -16,26 +16,6 @@
 #include "lab_quant.cuh"
 #include "../../src/backend/cuda/k_gemm.cuh"
 
-/* The ordered alternative to the scatter (mode "ord"): the down GEMM stores each sorted row m's output
- * y[m][H] (GM_STORE), and this kernel adds a token's K rows in slot order: x[t][h] += sum_j w[t*K+j] *
- * y[inv[t*K+j]][h], inv[perm[m]] = m. Deterministic like the fixed-point one, with plain stores and one
- * coalesced pass instead of 64-bit atomics, at the price of an [n][H] fp32 buffer (268 MB at T 4096). */
-__global__ void k_inv_perm(const int *perm, int n, int *inv) {
-    int m = blockIdx.x * blockDim.x + threadIdx.x;
-    if (m < n) inv[perm[m]] = m;
-}
-__global__ void k_moe_sum_ordered(const float *y, const int *inv, const float *w, float *x, int T, int K, int H) {
-    int t = blockIdx.x;
-    for (int h = threadIdx.x * 4; h < H; h += blockDim.x * 4) {
-        float4 acc = *(const float4 *)(x + (size_t)t * H + h);
-        for (int j = 0; j < K; j++) {
-            float wj = w[t * K + j];
-            float4 v = *(const float4 *)(y + (size_t)inv[t * K + j] * H + h);
-            acc.x += wj * v.x; acc.y += wj * v.y; acc.z += wj * v.z; acc.w += wj * v.w;
-        }
-        *(float4 *)(x + (size_t)t * H + h) = acc;
-    }
-}
 
 static float bf16r(float x) { return __bfloat162float(__float2bfloat16(x)); }
 

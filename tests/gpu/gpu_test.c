@@ -388,12 +388,13 @@ static void test_prefill_repeat(const char *preset, int P) {
     int32_t *tok = malloc((size_t)(P + 4) * 4);
     rand_tokens(tok, P + 4, V, 37);
     float *a = malloc((size_t)5 * V * 4), *c = malloc((size_t)5 * V * 4);
-    for (int det = 1; det >= 0; det--) {
-        setenv("LILAC_CUDA_MOE_DET", det ? "1" : "0", 1);
+    for (int det = 2; det >= 0; det--) { /* 2: the ordered sum (k_misc.cuh), 1: fixed point, 0: atomics */
+        setenv("LILAC_CUDA_MOE_DET", det == 2 ? "2" : det ? "1" : "0", 1);
         int ok = prefill_rows(m, tok, P, a) && prefill_rows(m, tok, P, c);
         size_t diff = 0;
         for (size_t i = 0; ok && i < (size_t)5 * V; i++) diff += memcmp(a + i, c + i, 4) != 0;
-        if (det) check(ok && diff == 0, "%s: a %d-token prefill and 4 decoded rows twice: %zu of %zu logits differ", preset, P, diff, (size_t)5 * V);
+        if (det) check(ok && diff == 0, "%s: a %d-token prefill and 4 decoded rows twice (LILAC_CUDA_MOE_DET=%d): %zu of %zu logits differ", preset, P,
+                       det, diff, (size_t)5 * V);
         else printf("  (with fp32 atomics, LILAC_CUDA_MOE_DET=0: %zu of %zu logits differ between the two runs)\n", diff, (size_t)5 * V);
     }
     unsetenv("LILAC_CUDA_MOE_DET");

@@ -166,7 +166,8 @@ struct cu_backend {
     int kv_q8;                            /* the KV cache in q8 rows (k_attn.cuh; ll_backend_params.kv_q8 or LILAC_CUDA_KV=q8):
                                            * half the memory and the bytes a long-context decode step reads */
     int gdn_prep_mb;                      /* k_gdn_chunk_prep register cap (LILAC_CUDA_GDN_PREP_MB: 2 default, 1) */
-    int moe_det;                          /* prefill MoE down in 64-bit fixed point (deterministic; opt-in: LILAC_CUDA_MOE_DET=1) */
+    int moe_det;                          /* deterministic prefill MoE down: 1 in 64-bit fixed point (opt-in: LILAC_CUDA_MOE_DET=1,
+                                           * ll_backend_params.deterministic), 2 sorted rows + an ordered sum (LILAC_CUDA_MOE_DET=2) */
     int gemm_bm, gemm_mb, gemm_red4;      /* prefill GEMM row tile (LILAC_CUDA_GEMM_BM=64: never 128) and vector
                                            * atomics in the MoE down scatter (LILAC_CUDA_GEMM_RED4) */
     int gdn_chunk;                        /* 1 (default): chunked GDN prefill (k_gdn_chunk.cuh);
@@ -183,6 +184,8 @@ struct cu_backend {
     float *GW;                                    /* chunked GDN: P, fq, fk, lam (W and U live in P1) */
     __nv_bfloat16 *Xb, *Ob, *Qb, *Hb, *Hs;
     int *ids, *cnt, *cursor, *perm, *tile_e, *tile_m0, *tile_mn, *n_tiles;
+    float *moe_y;                         /* moe_det 2: the MoE down's rows in sorted order [T * K][H] */
+    int *moe_inv;                         /* moe_det 2: sorted row of each (token, slot) [T * K] */
     prof_ctx prof;
     /* persistent decode kernel (k_persist.cuh; LILAC_CUDA_PERSIST=0: the per-kernel decode_step) */
     int persist, pk_grid, pk_minb, pk_empty;  /* pk_minb: blocks per SM; pk_empty: LILAC_CUDA_PK_EMPTY=1, barriers only (a diagnostic) */
@@ -1197,11 +1200,16 @@ static void prefill_chunk(cu_backend *b, cu_seq *s, int T, int want_last_logits)
         gd.mode = GM_SCATTER_ADD; gd.C = b->X; gd.ldc = H; gd.c_map = b->perm; gd.c_div = K; gd.c_w = b->wts;
         /* deterministic: the rows added in 64-bit fixed point into Gb (free once the up GEMM has read
          * it; sized for T * H of them), zeroed first */
-        gd.fix = b->moe_det ? (unsigned long long *)b->Gb : NULL;
+        gd.fix = b->moe_det == 1 ? (unsigned long long *)b->Gb : NULL;
+        if (b->moe_det == 2) { gd.mode = GM_STORE; gd.C = b->moe_y; } /* the ordered sum below instead */
         prof_begin(b);
         if (gd.fix) cudaMemsetAsync(gd.fix, 0, (size_t)T * H * 8, b->st);
         gemm_run(b, bm, dim3((H + GM_BN - 1) / GM_BN, max_tiles), gd);
         if (gd.fix) k_fix_add<<<LL_MIN((T * H + 255) / 256, 4 * b->nsm), 256, 0, b->st>>>(gd.fix, b->X, (long)T * H);
+        if (b->moe_det == 2) {
+            k_inv_perm<<<(n + 255) / 256, 256, 0, b->st>>>(b->perm, n, b->moe_inv);
+            k_moe_sum_ordered<<<T, 128, 0, b->st>>>(b->moe_y, b->moe_inv, b->wts, b->X, T, K, H);
+        }
         prof_end(b, "p.moe.down_gemm", 0, fe);
         if (FS) {
             launch_gemm(b, b->Xb, H, L.sgate, T, GM_STORE, b->Gb, FS, "p.moe.shared_gemm");
@@ -1719,6 +1727,10 @@ static ll_status alloc_scratch(cu_backend *b) {
     /* Gb: the gate GEMM's fp32 output, then the MoE down's fixed-point sums ([T][H] x 8 bytes; the same
      * size for this model: K * n_ff_exp * 4 = H * 8) */
     DALLOC(b, b->Gb, LL_MAX((size_t)T * K * LL_MAX(hp.n_ff_exp, hp.n_ff_shexp) * 4, (size_t)T * H * 8));
+    if (b->moe_det == 2) { /* 268 MB at a 4096-token chunk */
+        DALLOC(b, b->moe_y, (size_t)T * K * H * 4);
+        DALLOC(b, b->moe_inv, (size_t)T * K * 4);
+    }
     DALLOC(b, b->Xb, (size_t)T * H * 2);
     DALLOC(b, b->Ob, (size_t)T * LL_MAX(VD, AW) * 2);
     DALLOC(b, b->Qb, (size_t)T * AW * 2);
@@ -1997,7 +2009,11 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
      * is the same bits on every run; opt-in (ll_backend_params.deterministic, `lilac bench
      * --deterministic`, LILAC_CUDA_MOE_DET=1) because it costs ~5 % of prefill (4K: 14.4K vs 15.1K tok/s:
      * scalar 64-bit atomics instead of fp32 vector ones, bench/results/2026-12-01-h200-s12 call 4) */
-    b->moe_det = (params && params->deterministic) || (getenv("LILAC_CUDA_MOE_DET") && atoi(getenv("LILAC_CUDA_MOE_DET")));
+    b->moe_det = params && params->deterministic ? 1 : 0;
+    if (getenv("LILAC_CUDA_MOE_DET")) b->moe_det = atoi(getenv("LILAC_CUDA_MOE_DET")) == 2 ? 2 : atoi(getenv("LILAC_CUDA_MOE_DET")) ? 1 : 0;
+    /* 2 (an experiment, not yet measured: session 12 wrote it after its device time): plain stores of
+     * the sorted rows into an [T * K][H] buffer and a per-token sum in slot order (k_misc.cuh), also
+     * deterministic, without 64-bit atomics, for 268 MB more scratch at a 4096-token chunk */
     b->gdn_prep_mb = getenv("LILAC_CUDA_GDN_PREP_MB") && atoi(getenv("LILAC_CUDA_GDN_PREP_MB")) == 1 ? 1 : 2;
     /* the chunked GDN scan is 1.6x faster on a 4K chunk (70.7 -> 44.9 ms) and matches the fp64
      * recurrence in the lab (7e-7), but with it `make test-gpu` tests 1 and 9 (tiny fixture vs HF,

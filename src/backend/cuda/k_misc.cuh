@@ -73,6 +73,28 @@ __global__ void k_moe_scatter(const int *ids, int n, int *cursor, int *perm) {
     if (i < n) perm[atomicAdd(&cursor[ids[i]], 1)] = i;
 }
 
+/* The ordered alternative to the MoE down's scatter (LILAC_CUDA_MOE_DET=2; lab gemm.cu "ord"): the down
+ * GEMM stores each sorted row m's output
+ * y[m][H] (GM_STORE), and this kernel adds a token's K rows in slot order: x[t][h] += sum_j w[t*K+j] *
+ * y[inv[t*K+j]][h], inv[perm[m]] = m. Deterministic like the fixed-point one, with plain stores and one
+ * coalesced pass instead of 64-bit atomics, at the price of an [n][H] fp32 buffer (268 MB at T 4096). */
+__global__ void k_inv_perm(const int *perm, int n, int *inv) {
+    int m = blockIdx.x * blockDim.x + threadIdx.x;
+    if (m < n) inv[perm[m]] = m;
+}
+__global__ void k_moe_sum_ordered(const float *y, const int *inv, const float *w, float *x, int T, int K, int H) {
+    int t = blockIdx.x;
+    for (int h = threadIdx.x * 4; h < H; h += blockDim.x * 4) {
+        float4 acc = *(const float4 *)(x + (size_t)t * H + h);
+        for (int j = 0; j < K; j++) {
+            float wj = w[t * K + j];
+            float4 v = *(const float4 *)(y + (size_t)inv[t * K + j] * H + h);
+            acc.x += wj * v.x; acc.y += wj * v.y; acc.z += wj * v.z; acc.w += wj * v.w;
+        }
+        *(float4 *)(x + (size_t)t * H + h) = acc;
+    }
+}
+
 /* ---- weight preparation */
 
 /* Splits n llama Q4_K blocks (AoS, 144 B) into meta [n][16] + qs [n][128]. */
