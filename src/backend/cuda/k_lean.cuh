@@ -68,7 +68,15 @@
  * so two blocks of one kernel never share an SM (lean.h) */
 #define LN_SMEM_MAX (120 * 1024 / LN_BPS)
 #define LN_STAGE_HEAD (54 * LN_THREADS) /* the lm head's stage: a whole Q6_K tile (16 rows of 2048) */
-#define LN_SMEM_HEAD (200 * 1024) /* the lm head (argmax): the last big kernel of a step, a deeper ring */
+/* the lm head (argmax): the last big kernel of a step. Two blocks per SM with half the ring each
+ * (32 warps hide the Q6_K dots' latency): 146 -> 117 us on the H200, +10 tok/s decode at 4K (session
+ * 13, bench/results/2026-12-02-h200-s13); -DLN_HEAD_BPS=1 is the old single block with a 200 KB ring */
+#ifndef LN_HEAD_BPS
+#define LN_HEAD_BPS 2
+#endif
+#ifndef LN_SMEM_HEAD
+#define LN_SMEM_HEAD (LN_HEAD_BPS > 1 ? 108 * 1024 : 200 * 1024)
+#endif
 
 /* ---- optional in-graph trace (a build with -DLILAC_LN_TRACE, then LILAC_CUDA_LN_TRACE=1). A record of LN_TRS u64 per launch: [0]
  * block 0's entry, [1] the last block past the wait, [2] the last block done, [3] the last block past

@@ -157,7 +157,7 @@ int lean_gemv(const void *args, int nsm, int pdl, cudaStream_t st, unsigned long
     int T = ln_gemv_plan(a, stage, &L);
     if (T == 0) return 0;
     L.trace = tr;
-    int G = ln_min(T, nsm * LN_BPS), mine = (T + G - 1) / G;
+    int G = ln_min(T, nsm * (a.argmax ? LN_HEAD_BPS : LN_BPS)), mine = (T + G - 1) / G;
     size_t qb = qact_smem_bytes(a.K), cap = a.argmax ? LN_SMEM_HEAD : ln_cap;
     if (qb + stage > cap) return 0;
     L.nst = ln_min(ln_min(LN_MAX_ST, mine), (int)((cap - qb) / stage));
