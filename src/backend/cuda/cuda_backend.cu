@@ -43,6 +43,7 @@ extern "C" {
 #include "k_gdn_chunk.cuh"
 #include "k_flash2.cuh"
 #include "k_gemm.cuh"
+#include "k_gemm2.cuh"
 #include "k_gemv.cuh"
 #include "k_gemvq.cuh"
 #include "k_misc.cuh"
@@ -170,6 +171,7 @@ struct cu_backend {
                                            * ll_backend_params.deterministic), 2 sorted rows + an ordered sum (LILAC_CUDA_MOE_DET=2) */
     int gemm_bm, gemm_mb, gemm_red4;      /* prefill GEMM row tile (LILAC_CUDA_GEMM_BM=64: never 128) and vector
                                            * atomics in the MoE down scatter (LILAC_CUDA_GEMM_RED4) */
+    int gemm2;                            /* LILAC_CUDA_GEMM2: 1 prefill GEMMs by k_gemm2 where it applies, 2 without 256-row tiles (0 default) */
     int gdn_chunk;                        /* 1 (default): chunked GDN prefill (k_gdn_chunk.cuh);
                                            * LILAC_CUDA_GDN_CHUNK=0: the token-serial k_gdn_step */
     /* decode scratch */
@@ -760,8 +762,18 @@ static int moe_tma_launch(cu_backend *b, const moe_args &ma, int kf) {
     return 1;
 }
 
-/* k_gemm with the row tile bm (64 or 128; LILAC_CUDA_GEMM_MB=1 gives the 128 tile its full registers) */
+/* k_gemm with the row tile bm (64 or 128; LILAC_CUDA_GEMM_MB=1 gives the 128 tile its full registers);
+ * LILAC_CUDA_GEMM2=1: k_gemm2 (mma.sync, k_gemm2.cuh) for Q4_K / Q6_K weights, dense GEMMs in 256-row
+ * tiles where those still fill every SM once (=2: never 256) */
 static void gemm_run(cu_backend *b, int bm, dim3 grid, const gemm_args &a) {
+    if (b->gemm2 && gemm2_supports(a)) {
+        if (!a.tile_e && bm == 128 && b->gemm2 != 2 && (long)grid.x * ((a.M + 255) / 256) >= b->nsm) {
+            bm = 256;
+            grid.y = (a.M + 255) / 256;
+        }
+        gemm2_run(bm, grid, b->st, a);
+        return;
+    }
     if (bm == 128 && b->gemm_mb == 1) k_gemm<128, 1><<<grid, 256, 0, b->st>>>(a);
     else if (bm == 128) k_gemm<128, 2><<<grid, 256, 0, b->st>>>(a);
     else k_gemm<64><<<grid, 256, 0, b->st>>>(a);
@@ -2005,6 +2017,7 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     b->gemm_bm = getenv("LILAC_CUDA_GEMM_BM") && atoi(getenv("LILAC_CUDA_GEMM_BM")) == 64 ? 64 : 128;
     b->gemm_mb = getenv("LILAC_CUDA_GEMM_MB") ? atoi(getenv("LILAC_CUDA_GEMM_MB")) : 2;
     b->gemm_red4 = !(getenv("LILAC_CUDA_GEMM_RED4") && !atoi(getenv("LILAC_CUDA_GEMM_RED4")));
+    b->gemm2 = getenv("LILAC_CUDA_GEMM2") ? atoi(getenv("LILAC_CUDA_GEMM2")) : 0; /* not yet measured: off by default */
     /* session 12: the prefill MoE down can add its rows in fixed point (k_gemm.cuh), so that a prefill
      * is the same bits on every run; opt-in (ll_backend_params.deterministic, `lilac bench
      * --deterministic`, LILAC_CUDA_MOE_DET=1) because it costs ~5 % of prefill (4K: 14.4K vs 15.1K tok/s:
