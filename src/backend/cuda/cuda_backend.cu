@@ -171,7 +171,7 @@ struct cu_backend {
                                            * ll_backend_params.deterministic), 2 sorted rows + an ordered sum (LILAC_CUDA_MOE_DET=2) */
     int gemm_bm, gemm_mb, gemm_red4;      /* prefill GEMM row tile (LILAC_CUDA_GEMM_BM=64: never 128) and vector
                                            * atomics in the MoE down scatter (LILAC_CUDA_GEMM_RED4) */
-    int gemm2;                            /* LILAC_CUDA_GEMM2: 1 prefill GEMMs by k_gemm2 where it applies, 2 without 256-row tiles (0 default) */
+    int gemm2;                            /* LILAC_CUDA_GEMM2: 1 prefill GEMMs by k_gemm2 where it applies, 2 (default) without 256-row tiles, 0 k_gemm */
     int gdn_chunk;                        /* 1 (default): chunked GDN prefill (k_gdn_chunk.cuh);
                                            * LILAC_CUDA_GDN_CHUNK=0: the token-serial k_gdn_step */
     /* decode scratch */
@@ -2017,7 +2017,9 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     b->gemm_bm = getenv("LILAC_CUDA_GEMM_BM") && atoi(getenv("LILAC_CUDA_GEMM_BM")) == 64 ? 64 : 128;
     b->gemm_mb = getenv("LILAC_CUDA_GEMM_MB") ? atoi(getenv("LILAC_CUDA_GEMM_MB")) : 2;
     b->gemm_red4 = !(getenv("LILAC_CUDA_GEMM_RED4") && !atoi(getenv("LILAC_CUDA_GEMM_RED4")));
-    b->gemm2 = getenv("LILAC_CUDA_GEMM2") ? atoi(getenv("LILAC_CUDA_GEMM2")) : 0; /* not yet measured: off by default */
+    /* default 2: k_gemm2 in 64/128-row tiles (4K prefill 15.1K -> 21.5K tok/s; 256-row tiles, =1, 21.1K:
+     * bench/results/2026-12-02-h200-s13); 0 the older k_gemm everywhere */
+    b->gemm2 = getenv("LILAC_CUDA_GEMM2") ? atoi(getenv("LILAC_CUDA_GEMM2")) : 2;
     /* session 12: the prefill MoE down can add its rows in fixed point (k_gemm.cuh), so that a prefill
      * is the same bits on every run; opt-in (ll_backend_params.deterministic, `lilac bench
      * --deterministic`, LILAC_CUDA_MOE_DET=1) because it costs ~5 % of prefill (4K: 14.4K vs 15.1K tok/s:
