@@ -184,14 +184,15 @@ static void run_dense(const dense_case &dc, bool time_it) {
     if (dc.M <= 512) for (int m = 0; m < dc.M; m++) rows.push_back(m);
     else for (int i = 0; i < 24; i++) rows.push_back((int)(lab_u32() % dc.M));
     std::vector<float> C((size_t)dc.M * dc.N);
-    /* v 0..2: k_gemm BM 64, 128 (MB 1), 128 (MB 2); v 3..5: k_gemm2 BM 64, 128, 256 */
-    for (int v = 0; v < 6; v++) {
-        int bm = v == 0 || v == 3 ? 64 : v == 5 ? 256 : 128;
+    /* v 0..2: k_gemm BM 64, 128 (MB 1), 128 (MB 2); v 3..5: k_gemm2 BM 64, 128, 256; v 6..8: the same with
+     * the fragments of the next k-step loaded first (PF 1) */
+    for (int v = 0; v < 9; v++) {
+        int bm = v == 0 || v == 3 || v == 6 ? 64 : v == 5 || v == 8 ? 256 : 128, pf = v >= 6;
         gemm_args a = {};
         a.A = dA; a.lda = dc.K; a.W = W; a.N = dc.N; a.K = dc.K; a.M = dc.M; a.mode = GM_STORE; a.C = dC; a.ldc = dc.N;
         dim3 grid((dc.N + GM_BN - 1) / GM_BN, (dc.M + bm - 1) / bm);
         auto launch = [&](int) {
-            if (v >= 3) gemm2_run(bm, grid, 0, a);
+            if (v >= 3) gemm2_run(bm, grid, 0, a, pf);
             else if (v == 2) k_gemm<128, 2><<<grid, 256>>>(a);
             else if (v == 1) k_gemm<128, 1><<<grid, 256>>>(a);
             else k_gemm<64><<<grid, 256>>>(a);
@@ -202,8 +203,8 @@ static void run_dense(const dense_case &dc, bool time_it) {
         CK(cudaGetLastError());
         CK(cudaMemcpy(C.data(), dC, C.size() * 4, cudaMemcpyDeviceToHost));
         double e = check_dense(hw, A, C, dc.M, dc.N, dc.K, rows);
-        printf("dense %s M %4d N %5d K %4d %-6s BM %3d MB %d  %s  max err / max ref %.2e", dc.type == GT_Q4_K ? "Q4_K" : "Q6_K", dc.M, dc.N,
-               dc.K, v >= 3 ? "gemm2" : "gemm", bm, v == 1 || v >= 3 ? 1 : 2, e < 2e-3 ? "OK  " : "FAIL", e);
+        printf("dense %s M %4d N %5d K %4d %-6s BM %3d MB %d  %s  max err / max ref %.2e", dc.type == GT_Q4_K ? "Q4_K" : dc.type == GT_Q6_K ? "Q6_K" : "BF16", dc.M, dc.N,
+               dc.K, pf ? "gemm2p" : v >= 3 ? "gemm2" : "gemm", bm, v == 1 || v >= 3 ? 1 : 2, e < 2e-3 ? "OK  " : "FAIL", e);
         if (time_it) {
             float ms = lab_time_ms(launch, 20);
             printf("  %.3f ms  %.1f TFLOP/s", ms, 2.0 * dc.M * dc.N * dc.K / (ms * 1e-3) / 1e12);
@@ -278,6 +279,8 @@ static void run_moe(int T, bool time_it) {
     const int H = 2048, E = 256, KT = 8, FF = 512, n = T * KT;
     static host_qmat hg = lab_make_qmat(GT_Q4_K, E * FF, H, 21), hd = lab_make_qmat(GT_Q6_K, E * H, FF, 22);
     static gmat G = lab_upload(hg), D = lab_upload(hd);
+    static host_qmat hu = lab_make_qmat(GT_Q4_K, E * FF, H, 23);
+    static gmat U = lab_upload(hu);
     std::vector<int> ids(n);
     std::vector<float> wts(n), X((size_t)T * H), Hh((size_t)n * FF);
     for (int t = 0; t < T; t++) {
@@ -346,10 +349,12 @@ static void run_moe(int T, bool time_it) {
     /* red4 2: the deterministic scatter (64-bit fixed point, then k_fix_add), timed with its memset
      * and add as the model runs it; 3: the ordered one (k_moe_sum_ordered); both checked to give the
      * same bits twice */
-    /* v 0..2: k_gemm BM 64, 128 (MB 1), 128 (MB 2); v 3, 4: k_gemm2 BM 128, 64 */
-    for (int v = 0; v < 5; v++)
+    /* v 0..2: k_gemm BM 64, 128 (MB 1), 128 (MB 2); v 3, 4: k_gemm2 BM 128, 64; v 5, 6: the same with PF 1
+     * (the older kernels with red4 1 only: their other scatters were measured in session 13) */
+    for (int v = 0; v < 7; v++)
         for (int red4 = 0; red4 <= 3; red4++) {
-            int bm = v == 0 || v == 4 ? 64 : 128;
+            if (v < 3 && red4 != 1) continue;
+            int bm = v == 0 || v == 4 || v == 6 ? 64 : 128, pf = v >= 5;
             bool g2 = v >= 3;
             CK(cudaMemset(d_cnt, 0, E * 4));
             k_moe_count<<<(n + 255) / 256, 256>>>(d_ids, n, d_cnt);
@@ -368,14 +373,14 @@ static void run_moe(int T, bool time_it) {
             gd.fix = red4 == 2 ? d_fix : NULL;
             if (red4 == 3) { gd.mode = GM_STORE; gd.C = d_Y; gd.ldc = H; }
             auto gate = [&](int) {
-                if (g2) gemm2_run(bm, dim3(FF / GM_BN, max_tiles), 0, ga);
+                if (g2) gemm2_run(bm, dim3(FF / GM_BN, max_tiles), 0, ga, pf);
                 else if (v == 2) k_gemm<128, 2><<<dim3(FF / GM_BN, max_tiles), 256>>>(ga);
                 else if (v == 1) k_gemm<128, 1><<<dim3(FF / GM_BN, max_tiles), 256>>>(ga);
                 else k_gemm<64><<<dim3(FF / GM_BN, max_tiles), 256>>>(ga);
             };
             auto down = [&](int) {
                 if (gd.fix) cudaMemsetAsync(gd.fix, 0, X.size() * 8);
-                if (g2) gemm2_run(bm, dim3(H / GM_BN, max_tiles), 0, gd);
+                if (g2) gemm2_run(bm, dim3(H / GM_BN, max_tiles), 0, gd, pf);
                 else if (v == 2) k_gemm<128, 2><<<dim3(H / GM_BN, max_tiles), 256>>>(gd);
                 else if (v == 1) k_gemm<128, 1><<<dim3(H / GM_BN, max_tiles), 256>>>(gd);
                 else k_gemm<64><<<dim3(H / GM_BN, max_tiles), 256>>>(gd);
@@ -423,7 +428,34 @@ static void run_moe(int T, bool time_it) {
                 CK(cudaMemcpy(X2.data(), d_X, X2.size() * 4, cudaMemcpyDeviceToHost));
                 same = !memcmp(X2.data(), Xg.data(), X2.size() * 4);
             }
-            printf("moe T %4d %-5s BM %3d MB %d %-5s gate %s %.2e  down+scatter %s %.2e", T, g2 ? "gemm2" : "gemm", bm, v == 1 || g2 ? 1 : 2, red4 == 3 ? "ord" : red4 == 2 ? "fix" : red4 ? "red4" : "red1",
+            if (g2 && red4 == 1) { /* gate + up (SWIGLU) as two GEMMs against one GM_GLU GEMM: the same bits */
+                __nv_bfloat16 *dH1, *dH2;
+                CK(cudaMalloc(&dH1, (size_t)n * FF * 2)); CK(cudaMalloc(&dH2, (size_t)n * FF * 2));
+                gemm_args gu = ga;
+                gu.W = U; gu.mode = GM_SWIGLU; gu.G = d_Gb; gu.ldg = FF; gu.H = dH1; gu.ldh = FF;
+                gemm_args gl = ga;
+                gl.W2 = U; gl.mode = GM_GLU; gl.H = dH2; gl.ldh = FF;
+                auto two = [&](int) { gate(0); gemm2_run(bm, dim3(FF / GM_BN, max_tiles), 0, gu, pf); };
+                auto one = [&](int) { gemm2_run(bm, dim3((FF + 63) / 64, max_tiles), 0, gl, pf); };
+                CK(cudaMemset(dH1, 0xff, (size_t)n * FF * 2)); CK(cudaMemset(dH2, 0x7f, (size_t)n * FF * 2));
+                two(0); one(0);
+                CK(cudaDeviceSynchronize());
+                CK(cudaGetLastError());
+                std::vector<uint16_t> h1((size_t)n * FF), h2(h1.size());
+                CK(cudaMemcpy(h1.data(), dH1, h1.size() * 2, cudaMemcpyDeviceToHost));
+                CK(cudaMemcpy(h2.data(), dH2, h2.size() * 2, cudaMemcpyDeviceToHost));
+                long diff = 0;
+                for (size_t i = 0; i < h1.size(); i++) diff += h1[i] != h2[i];
+                printf("moe T %4d %-6s BM %3d glu (gate+up in one GEMM) vs gate, up+swiglu: %ld of %zu h values differ %s", T,
+                       pf ? "gemm2p" : "gemm2", bm, diff, h1.size(), diff == 0 ? "OK" : "FAIL");
+                if (time_it) {
+                    float m2 = lab_time_ms(two, 20), m1 = lab_time_ms(one, 20);
+                    printf("  two GEMMs %.3f ms, glu %.3f ms (%.1f TFLOP/s)", m2, m1, 4.0 * n * FF * H / (m1 * 1e-3) / 1e12);
+                }
+                printf("\n");
+                cudaFree(dH1); cudaFree(dH2);
+            }
+            printf("moe T %4d %-6s BM %3d MB %d %-5s gate %s %.2e  down+scatter %s %.2e", T, pf ? "gemm2p" : g2 ? "gemm2" : "gemm", bm, v == 1 || g2 ? 1 : 2, red4 == 3 ? "ord" : red4 == 2 ? "fix" : red4 ? "red4" : "red1",
                    eg < 2e-3 ? "OK  " : "FAIL", eg, ex < 2e-3 && same ? "OK  " : "FAIL", ex);
             if (time_it) {
                 double fl = 2.0 * n * FF * H;
@@ -436,6 +468,50 @@ static void run_moe(int T, bool time_it) {
     cudaFree(d_nt); cudaFree(d_w); cudaFree(d_X); cudaFree(d_Gb); cudaFree(d_Xb); cudaFree(d_Hb); cudaFree(d_fix); cudaFree(d_Y); cudaFree(d_inv);
 }
 
+/* dense GM_GLU (the shared expert's gate + up) against GM_STORE gate + GM_SWIGLU up: the same bits */
+static void run_glu_dense(int M, int FF, int K, bool time_it) {
+    host_qmat hg = lab_make_qmat(GT_Q4_K, FF, K, 31), hu = lab_make_qmat(GT_Q4_K, FF, K, 32);
+    gmat Wg = lab_upload(hg), Wu = lab_upload(hu);
+    std::vector<__nv_bfloat16> Ab((size_t)M * K);
+    for (auto &v : Ab) v = __float2bfloat16(lab_uniform(-1, 1));
+    __nv_bfloat16 *dA, *dH1, *dH2;
+    float *dG;
+    CK(cudaMalloc(&dA, Ab.size() * 2)); CK(cudaMalloc(&dG, (size_t)M * FF * 4));
+    CK(cudaMalloc(&dH1, (size_t)M * FF * 2)); CK(cudaMalloc(&dH2, (size_t)M * FF * 2));
+    CK(cudaMemcpy(dA, Ab.data(), Ab.size() * 2, cudaMemcpyHostToDevice));
+    for (int v = 0; v < 4; v++) {
+        int bm = v == 0 ? 64 : v == 1 ? 128 : v == 2 ? 256 : 128, pf = v == 3;
+        gemm_args a = {};
+        a.A = dA; a.lda = K; a.W = Wg; a.N = FF; a.K = K; a.M = M; a.mode = GM_STORE; a.C = dG; a.ldc = FF;
+        gemm_args u = a;
+        u.W = Wu; u.mode = GM_SWIGLU; u.G = dG; u.ldg = FF; u.H = dH1; u.ldh = FF;
+        gemm_args l = a;
+        l.W2 = Wu; l.mode = GM_GLU; l.H = dH2; l.ldh = FF;
+        auto two = [&](int) {
+            gemm2_run(bm, dim3((FF + 127) / 128, (M + bm - 1) / bm), 0, a, pf);
+            gemm2_run(bm, dim3((FF + 127) / 128, (M + bm - 1) / bm), 0, u, pf);
+        };
+        auto one = [&](int) { gemm2_run(bm, dim3((FF + 63) / 64, (M + bm - 1) / bm), 0, l, pf); };
+        CK(cudaMemset(dH1, 0xff, (size_t)M * FF * 2)); CK(cudaMemset(dH2, 0x7f, (size_t)M * FF * 2));
+        two(0); one(0);
+        CK(cudaDeviceSynchronize());
+        CK(cudaGetLastError());
+        std::vector<uint16_t> h1((size_t)M * FF), h2(h1.size());
+        CK(cudaMemcpy(h1.data(), dH1, h1.size() * 2, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(h2.data(), dH2, h2.size() * 2, cudaMemcpyDeviceToHost));
+        long diff = 0;
+        for (size_t i = 0; i < h1.size(); i++) diff += h1[i] != h2[i];
+        printf("dense glu M %4d FF %4d K %4d %-6s BM %3d: %ld of %zu h values differ %s", M, FF, K, pf ? "gemm2p" : "gemm2", bm, diff,
+               h1.size(), diff == 0 ? "OK" : "FAIL");
+        if (time_it) {
+            float m2 = lab_time_ms(two, 20), m1 = lab_time_ms(one, 20);
+            printf("  two GEMMs %.3f ms, glu %.3f ms (%.1f TFLOP/s)", m2, m1, 4.0 * M * FF * K / (m1 * 1e-3) / 1e12);
+        }
+        printf("\n");
+    }
+    cudaFree(dA); cudaFree(dG); cudaFree(dH1); cudaFree(dH2);
+}
+
 int main() {
     check_gemm2_host(GT_Q4_K);
     check_gemm2_host(GT_Q6_K);
@@ -445,6 +521,11 @@ int main() {
     run_dense({GT_Q6_K, 200, 384, 512}, false);
     run_dense({GT_Q4_K, 4096, 8192, 2048}, true);
     run_dense({GT_Q6_K, 4096, 2048, 512}, true);
+    run_dense({GT_BF16, 300, 257, 512}, false);   /* the router (+ shared gate) shape, partial tiles */
+    run_dense({GT_BF16, 4096, 257, 2048}, true);
+    run_dense({GT_BF16, 4096, 32, 2048}, true);   /* the GDN b / a projections */
+    run_glu_dense(300, 200, 512, false);
+    run_glu_dense(4096, 512, 2048, true);
     run_moe(40, false);
     run_moe(4096, true);
     return 0;

@@ -15,6 +15,16 @@ struct host_qmat {
 
 static host_qmat lab_make_qmat(int type, int rows, int cols, uint64_t seed) {
     host_qmat m{type, rows, cols, {}};
+    if (type == GT_BF16) { /* blocks = the bf16 values [rows][cols], uniform in [-0.05, 0.05) */
+        m.blocks.resize((size_t)rows * cols * 2);
+        uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+        for (size_t i = 0; i < (size_t)rows * cols; i++) {
+            x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+            __nv_bfloat16 v = __float2bfloat16((float)((x >> 40) * (1.0 / 16777216.0) - 0.5) * 0.1f);
+            memcpy(m.blocks.data() + 2 * i, &v, 2);
+        }
+        return m;
+    }
     int bb = type == GT_Q4_K ? 144 : 210;
     long nb = (long)rows * (cols / 256);
     m.blocks.resize((size_t)nb * bb);
@@ -23,6 +33,14 @@ static host_qmat lab_make_qmat(int type, int rows, int cols, uint64_t seed) {
 }
 
 static void lab_dequant_row(const host_qmat &m, int r, float *y) {
+    if (m.type == GT_BF16) {
+        for (int k = 0; k < m.cols; k++) {
+            __nv_bfloat16 v;
+            memcpy(&v, m.blocks.data() + 2 * ((size_t)r * m.cols + k), 2);
+            y[k] = __bfloat162float(v);
+        }
+        return;
+    }
     int nb = m.cols / 256;
     for (int b = 0; b < nb; b++) {
         if (m.type == GT_Q4_K) {
@@ -60,6 +78,7 @@ static gmat lab_upload(const host_qmat &m) {
     uint8_t *st;
     CK(cudaMalloc(&st, m.blocks.size()));
     CK(cudaMemcpy(st, m.blocks.data(), m.blocks.size(), cudaMemcpyHostToDevice));
+    if (m.type == GT_BF16) { g.q = st; return g; }
     uint8_t *a, *b2, *c; __half *d;
     unsigned grid = (unsigned)((nb + 127) / 128);
     if (m.type == GT_Q4_K) {
@@ -76,7 +95,9 @@ static gmat lab_upload(const host_qmat &m) {
     return g;
 }
 
-static double lab_gmat_bytes(const gmat &g) { return (double)g.rows * g.cols / 256 * (g.type == GT_Q4_K ? 144 : 210); }
+static double lab_gmat_bytes(const gmat &g) {
+    return g.type == GT_BF16 ? 2.0 * g.rows * g.cols : (double)g.rows * g.cols / 256 * (g.type == GT_Q4_K ? 144 : 210);
+}
 
 /* A decode-GEMV lab case: a random rows x cols matrix of `type`, x and the RMSNorm gain g, the fp64
  * reference yref = W (RMSNorm(x) * g), and on the device ~600 MB of copies of W (rotated past the

@@ -172,6 +172,7 @@ struct cu_backend {
     int gemm_bm, gemm_mb, gemm_red4;      /* prefill GEMM row tile (LILAC_CUDA_GEMM_BM=64: never 128) and vector
                                            * atomics in the MoE down scatter (LILAC_CUDA_GEMM_RED4) */
     int gemm2;                            /* LILAC_CUDA_GEMM2: 1 prefill GEMMs by k_gemm2 where it applies, 2 (default) without 256-row tiles, 0 k_gemm */
+    int gemm_glu;                         /* LILAC_CUDA_GLU: MoE gate and up (routed and shared) as one k_gemm2 GM_GLU GEMM */
     int gdn_chunk;                        /* 1 (default): chunked GDN prefill (k_gdn_chunk.cuh);
                                            * LILAC_CUDA_GDN_CHUNK=0: the token-serial k_gdn_step */
     /* decode scratch */
@@ -1200,13 +1201,22 @@ static void prefill_chunk(cu_backend *b, cu_seq *s, int T, int want_last_logits)
         ga.tile_e = b->tile_e; ga.tile_m0 = b->tile_m0; ga.tile_mn = b->tile_mn; ga.n_tiles = b->n_tiles;
         ga.w_rows_per_e = FF; ga.mode = GM_STORE; ga.C = b->Gb; ga.ldc = FF; ga.red4 = b->gemm_red4;
         double fe = 2.0 * n * FF * H;
-        prof_begin(b);
-        gemm_run(b, bm, dim3((FF + GM_BN - 1) / GM_BN, max_tiles), ga);
-        prof_end(b, "p.moe.gate_gemm", 0, fe);
-        ga.W = L.eup; ga.mode = GM_SWIGLU; ga.G = b->Gb; ga.ldg = FF; ga.H = b->Hb; ga.ldh = FF;
-        prof_begin(b);
-        gemm_run(b, bm, dim3((FF + GM_BN - 1) / GM_BN, max_tiles), ga);
-        prof_end(b, "p.moe.up_gemm", 0, fe);
+        gemm_args gl = ga;
+        gl.W2 = L.eup; gl.mode = GM_GLU; gl.H = b->Hb; gl.ldh = FF;
+        if (b->gemm2 && b->gemm_glu && gemm2_supports(gl)) {
+            /* gate and up in one GEMM: h from the accumulators, no fp32 gate round trip */
+            prof_begin(b);
+            gemm_run(b, bm, dim3((FF + G2_BN / 2 - 1) / (G2_BN / 2), max_tiles), gl);
+            prof_end(b, "p.moe.gateup_gemm", 0, 2 * fe);
+        } else {
+            prof_begin(b);
+            gemm_run(b, bm, dim3((FF + GM_BN - 1) / GM_BN, max_tiles), ga);
+            prof_end(b, "p.moe.gate_gemm", 0, fe);
+            ga.W = L.eup; ga.mode = GM_SWIGLU; ga.G = b->Gb; ga.ldg = FF; ga.H = b->Hb; ga.ldh = FF;
+            prof_begin(b);
+            gemm_run(b, bm, dim3((FF + GM_BN - 1) / GM_BN, max_tiles), ga);
+            prof_end(b, "p.moe.up_gemm", 0, fe);
+        }
         gemm_args gd = ga;
         gd.A = b->Hb; gd.lda = FF; gd.a_map = NULL; gd.W = L.edown; gd.N = H; gd.K = FF; gd.w_rows_per_e = H;
         gd.mode = GM_SCATTER_ADD; gd.C = b->X; gd.ldc = H; gd.c_map = b->perm; gd.c_div = K; gd.c_w = b->wts;
@@ -1224,8 +1234,19 @@ static void prefill_chunk(cu_backend *b, cu_seq *s, int T, int want_last_logits)
         }
         prof_end(b, "p.moe.down_gemm", 0, fe);
         if (FS) {
-            launch_gemm(b, b->Xb, H, L.sgate, T, GM_STORE, b->Gb, FS, "p.moe.shared_gemm");
-            launch_gemm(b, b->Xb, H, L.sup, T, GM_SWIGLU, NULL, 0, "p.moe.shared_gemm", b->Gb, b->Hs);
+            gemm_args sl = {};
+            sl.A = b->Xb; sl.lda = H; sl.W = L.sgate; sl.W2 = L.sup; sl.N = FS; sl.K = H; sl.M = T; sl.mode = GM_GLU;
+            sl.H = b->Hs; sl.ldh = FS;
+            if (b->gemm2 && b->gemm_glu && gemm2_supports(sl)) {
+                long blocks128 = (long)((FS + G2_BN / 2 - 1) / (G2_BN / 2)) * ((T + 127) / 128);
+                int sbm = b->gemm_bm == 128 && blocks128 >= 2L * b->nsm ? 128 : 64;
+                prof_begin(b);
+                gemm_run(b, sbm, dim3((FS + G2_BN / 2 - 1) / (G2_BN / 2), (T + sbm - 1) / sbm), sl);
+                prof_end(b, "p.moe.shared_gemm", gmat_bytes(L.sgate) + gmat_bytes(L.sup) + (double)T * H * 2, 4.0 * T * FS * H);
+            } else {
+                launch_gemm(b, b->Xb, H, L.sgate, T, GM_STORE, b->Gb, FS, "p.moe.shared_gemm");
+                launch_gemm(b, b->Xb, H, L.sup, T, GM_SWIGLU, NULL, 0, "p.moe.shared_gemm", b->Gb, b->Hs);
+            }
             launch_gemm(b, b->Hs, FS, L.sdown, T, GM_ADD_GATED, b->X, H, "p.moe.shared_gemm", NULL, NULL, b->RL + E, E + 1);
         }
     }
@@ -2020,6 +2041,9 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     /* default 2: k_gemm2 in 64/128-row tiles (4K prefill 15.1K -> 21.5K tok/s; 256-row tiles, =1, 21.1K:
      * bench/results/2026-12-02-h200-s13); 0 the older k_gemm everywhere */
     b->gemm2 = getenv("LILAC_CUDA_GEMM2") ? atoi(getenv("LILAC_CUDA_GEMM2")) : 2;
+    /* (k_gemm2's PF 1, the next k-step's fragments loaded first, measured no faster: lab only) */
+    /* default 1: 4K prefill 21.4K -> 22.35K tok/s, the same h bits (bench/results/2026-12-02-h200-s13 call 2) */
+    b->gemm_glu = getenv("LILAC_CUDA_GLU") ? atoi(getenv("LILAC_CUDA_GLU")) : 1;
     /* session 12: the prefill MoE down can add its rows in fixed point (k_gemm.cuh), so that a prefill
      * is the same bits on every run; opt-in (ll_backend_params.deterministic, `lilac bench
      * --deterministic`, LILAC_CUDA_MOE_DET=1) because it costs ~5 % of prefill (4K: 14.4K vs 15.1K tok/s:

@@ -26,7 +26,8 @@
 
 #include "cu_common.cuh"
 
-enum { GM_STORE = 0, GM_ADD = 1, GM_SWIGLU = 2, GM_SCATTER_ADD = 3, GM_ADD_GATED = 4 };
+enum { GM_STORE = 0, GM_ADD = 1, GM_SWIGLU = 2, GM_SCATTER_ADD = 3, GM_ADD_GATED = 4,
+       GM_GLU = 5 /* k_gemm2 only: H = bf16(silu(A W^T) * (A W2^T)), gate W and up W2 in one tile (k_gemm2.cuh) */ };
 
 #define GM_BM 64 /* the smaller tile; BM is a template parameter (64 or 128) */
 #define GM_BN 128
@@ -36,6 +37,7 @@ struct gemm_args {
     const __nv_bfloat16 *A; int lda;
     const int *a_map; int a_div;      /* A row of sorted row m = a_map[m] / a_div (NULL: m) */
     gmat W; int N, K, M;
+    gmat W2;                          /* GM_GLU: the up matrix (W the gate), same type and shape */
     const int *tile_e, *tile_m0, *tile_mn, *n_tiles; int w_rows_per_e; /* grouped (tile_e != NULL) */
     int mode;
     float *C; int ldc;

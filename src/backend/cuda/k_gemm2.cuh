@@ -56,7 +56,9 @@
 
 /* raw bytes of one W k-tile (128 rows): Q4_K qs [128][32] + meta [128][16];
  * Q6_K ql [128][64] + qh [128][32] + scales [128][16] + the 4-byte word holding d [128][4] */
-template <int WT> __host__ __device__ constexpr int g2_raw_bytes() { return WT == GT_Q4_K ? 128 * (32 + 16) : 128 * (64 + 32 + 16 + 4); }
+template <int WT> __host__ __device__ constexpr int g2_raw_bytes() {
+    return WT == GT_Q4_K ? 128 * (32 + 16) : WT == GT_Q6_K ? 128 * (64 + 32 + 16 + 4) : 128 * 128; /* BF16: the tile itself */
+}
 template <int WT, int BM> __host__ __device__ constexpr size_t gemm2_smem_bytes() {
     return (size_t)G2_ST * BM * 128 + 2 * 128 * 128 + (size_t)G2_ST * g2_raw_bytes<WT>();
 }
@@ -141,9 +143,12 @@ __host__ __device__ __forceinline__ void g2_q6k_word(uint32_t y, float A, float 
     o0 = g2_pack(e0, e1); o1 = g2_pack(e2, e3);
 }
 
-template <int WT, int BM>
+/* PF 1: the fragments of step kk + 1 are loaded (ldmatrix) before the products of step kk, so
+ * their shared-memory latency overlaps the mma issue (asm volatile keeps the written order, so
+ * the compiler cannot do this itself); PF 0 loads each step's fragments just before its products */
+template <int WT, int BM, int PF = 0>
 __global__ void __launch_bounds__(256, BM == 64 ? 2 : 1) k_gemm2(const gemm_args a) {
-    static_assert(WT == GT_Q4_K || WT == GT_Q6_K, "k_gemm2: Q4_K or Q6_K weights");
+    static_assert(WT == GT_Q4_K || WT == GT_Q6_K || WT == GT_BF16, "k_gemm2: Q4_K, Q6_K or BF16 weights");
     static_assert(BM == 64 || BM == 128 || BM == 256, "BM");
     constexpr int WM = BM == 256 ? 4 : 2, WN = 8 / WM;           /* warps along m / n */
     constexpr int TM = BM / WM, TN = G2_BN / WN;                 /* warp tile */
@@ -165,10 +170,19 @@ __global__ void __launch_bounds__(256, BM == 64 ? 2 : 1) k_gemm2(const gemm_args
     } else {
         m0 = blockIdx.y * BM; mn = min(BM, a.M - m0);
     }
-    const int n0 = blockIdx.x * G2_BN;
-    const long wrow0 = (long)e * a.w_rows_per_e + n0;            /* W row of tile column 0 */
+    /* GM_GLU: tile columns [q TN, q TN + TN/2) of warp column q are gate rows, the next TN/2 the
+     * same up rows, so each thread's fragments hold gate and up of the same (row, ff) pairs;
+     * a tile covers 64 ff (n0 counts ff) */
+    const bool glu = a.mode == GM_GLU;
+    const int n0 = blockIdx.x * (glu ? G2_BN / 2 : G2_BN);
+    const long wrow0 = (long)e * a.w_rows_per_e;                 /* W row of the expert's first */
     const int nb = a.W.cols >> 8, nk = a.K / G2_BK;
-    const gmat W = a.W;
+    auto trow = [&](int r, bool &up) { /* the W (up: W2) row of tile column r */
+        if (!glu) { up = false; return n0 + r; }
+        int q = r / TN, wi = r % TN;
+        up = wi >= TN / 2;
+        return n0 + q * (TN / 2) + wi % (TN / 2);
+    };
 
     /* ---- copy roles. A: rows (tid / 8) + 32 i, chunk tid % 8 (8 threads per 128-byte row). */
     const __nv_bfloat16 *asrc[AR];
@@ -184,30 +198,42 @@ __global__ void __launch_bounds__(256, BM == 64 ? 2 : 1) k_gemm2(const gemm_args
     const uint32_t adst = sA_a + (tid >> 3) * 128 + (((tid & 7) ^ ((tid >> 3) & 7)) << 4);
     /* W: row tid / 2 (the qs / ql / qh part), row tid % 128 (the per-block scales, d) */
     const int wr = tid >> 1, wr2 = tid & 127;
-    const bool wv = n0 + wr < a.N, wv2 = n0 + wr2 < a.N;
-    const long wblk = (wrow0 + (wv ? wr : 0)) * nb, wblk2 = (wrow0 + (wv2 ? wr2 : 0)) * nb; /* block of k = 0 */
-    const long nblk_all = (long)W.rows * nb;
+    bool up1, up2;
+    const int rw = trow(wr, up1), rw2 = trow(wr2, up2);
+    const bool wv = rw < a.N, wv2 = rw2 < a.N;
+    const long wblk = (wrow0 + (wv ? rw : 0)) * nb, wblk2 = (wrow0 + (wv2 ? rw2 : 0)) * nb; /* block of k = 0 */
+    const gmat &W1r = up1 ? a.W2 : a.W, &W2r = up2 ? a.W2 : a.W;  /* the matrices of the two roles */
+    const uint8_t *Wq = W1r.q, *Wqh = W1r.qh, *Wsc = W2r.sc;
+    const __half *Wd = W2r.d;
+    const long nblk_all = (long)W2r.rows * nb;
 
     auto load_stage = [&](int kt, int slot) {
         int k0 = kt * G2_BK, kb = k0 >> 8, kq = (k0 >> 6) & 3;
 #pragma unroll
         for (int i = 0; i < AR; i++) g2_cp16(adst + slot * ASZ + i * 32 * 128, asrc[i] + k0, abytes[i]);
         uint32_t rb = sR_a + slot * RAW;
-        if (WT == GT_Q4_K) {
-            g2_cp16(rb + tid * 16, W.q + (wblk + kb) * 128 + 32 * kq + 16 * (tid & 1), wv ? 16 : 0);
-            if (tid < 128) g2_cp16(rb + 4096 + tid * 16, W.sc + (wblk2 + kb) * 16, wv2 ? 16 : 0);
+        if (WT == GT_BF16) { /* row wr, the 4 chunks its expanding thread moves (2h, 2h + 1, 4 + 2h, 5 + 2h) */
+            const uint8_t *src = Wq + ((wrow0 + (wv ? rw : 0)) * (long)a.W.cols + k0) * 2;
+            int h2 = 2 * (tid & 1);
+            g2_cp16(rb + wr * 128 + h2 * 16, src + h2 * 16, wv ? 16 : 0);
+            g2_cp16(rb + wr * 128 + (h2 + 1) * 16, src + (h2 + 1) * 16, wv ? 16 : 0);
+            g2_cp16(rb + wr * 128 + (h2 + 4) * 16, src + (h2 + 4) * 16, wv ? 16 : 0);
+            g2_cp16(rb + wr * 128 + (h2 + 5) * 16, src + (h2 + 5) * 16, wv ? 16 : 0);
+        } else if (WT == GT_Q4_K) {
+            g2_cp16(rb + tid * 16, Wq + (wblk + kb) * 128 + 32 * kq + 16 * (tid & 1), wv ? 16 : 0);
+            if (tid < 128) g2_cp16(rb + 4096 + tid * 16, Wsc + (wblk2 + kb) * 16, wv2 ? 16 : 0);
         } else {
             int nh = kq >> 1;
-            const uint8_t *ql = W.q + (wblk + kb) * 128 + 64 * nh + 32 * (tid & 1);
+            const uint8_t *ql = Wq + (wblk + kb) * 128 + 64 * nh + 32 * (tid & 1);
             g2_cp16(rb + tid * 32, ql, wv ? 16 : 0);
             g2_cp16(rb + tid * 32 + 16, ql + 16, wv ? 16 : 0);
-            g2_cp16(rb + 8192 + tid * 16, W.qh + (wblk + kb) * 64 + 32 * nh + 16 * (tid & 1), wv ? 16 : 0);
+            g2_cp16(rb + 8192 + tid * 16, Wqh + (wblk + kb) * 64 + 32 * nh + 16 * (tid & 1), wv ? 16 : 0);
             if (tid < 128) {
-                g2_cp16(rb + 12288 + tid * 16, W.sc + (wblk2 + kb) * 16, wv2 ? 16 : 0);
+                g2_cp16(rb + 12288 + tid * 16, Wsc + (wblk2 + kb) * 16, wv2 ? 16 : 0);
             } else {
                 /* d is 2 bytes: the aligned 4-byte word holding it (its second half only where it exists) */
                 long blk = wblk2 + kb;
-                g2_cp4(rb + 14336 + wr2 * 4, W.d + (blk & ~1L), wv2 ? ((blk | 1) < nblk_all ? 4 : 2) : 0);
+                g2_cp4(rb + 14336 + wr2 * 4, Wd + (blk & ~1L), wv2 ? ((blk | 1) < nblk_all ? 4 : 2) : 0);
             }
         }
     };
@@ -216,14 +242,18 @@ __global__ void __launch_bounds__(256, BM == 64 ? 2 : 1) k_gemm2(const gemm_args
      * [32 + 16h, 48 + 16h) of the tile, i.e. bf16 chunks 2h, 2h + 1 and 4 + 2h, 5 + 2h. */
     const int dr = tid >> 1, dh = tid & 1, dkey = g2_wkey(dr & 7);
     unsigned char *bdst = sB + dr * 128;
-    const int dpar = (int)(((wrow0 + (wv ? dr : 0)) * nb) & 1); /* Q6_K: parity of the row's first block (d's half) */
-    uint4 dq0, dq1, dq2;                                         /* the raw words of the next tile */
+    const int dpar = (int)(wblk & 1); /* Q6_K: parity of the row's first block (d's half); dr is the role wr */
+    uint4 dq0, dq1, dq2, dq3;                                    /* the raw words of the next tile */
     float c_lo[4], c_hi[4];                                      /* their coefficients */
     int dsl = 0;                                                 /* Q6_K: the ql / qh shift of the tile (4 x the quarter pair) */
     auto deq_prep = [&](int kt, int slot) {
         const unsigned char *rb = sR + slot * RAW;
         int k0 = kt * G2_BK, kq = (k0 >> 6) & 3;
-        if (WT == GT_Q4_K) {
+        if (WT == GT_BF16) {
+            const unsigned char *row = rb + dr * 128;
+            dq0 = *(const uint4 *)(row + (2 * dh) * 16); dq1 = *(const uint4 *)(row + (2 * dh + 1) * 16);
+            dq2 = *(const uint4 *)(row + (2 * dh + 4) * 16); dq3 = *(const uint4 *)(row + (2 * dh + 5) * 16);
+        } else if (WT == GT_Q4_K) {
             dq0 = *(const uint4 *)(rb + dr * 32 + 16 * dh);
             uint4 mv = *(const uint4 *)(rb + 4096 + dr * 16);
             float d = __half2float(__ushort_as_half((unsigned short)(mv.x & 0xffff)));
@@ -251,6 +281,12 @@ __global__ void __launch_bounds__(256, BM == 64 ? 2 : 1) k_gemm2(const gemm_args
     };
     /* part p (0, 1): raw words 2p, 2p + 1 -> chunks 2h + p (low / first quarter) and 4 + 2h + p */
     auto deq_part = [&](int p, int bslot) {
+        if (WT == GT_BF16) { /* a swizzled move */
+            unsigned char *b = bdst + bslot * 16384;
+            *(uint4 *)(b + (((2 * dh + p) ^ dkey) << 4)) = p ? dq1 : dq0;
+            *(uint4 *)(b + (((4 + 2 * dh + p) ^ dkey) << 4)) = p ? dq3 : dq2;
+            return;
+        }
         uint32_t x[2] = {p ? dq0.z : dq0.x, p ? dq0.w : dq0.y};
         uint32_t o[8];
         if (WT == GT_Q4_K) {
@@ -316,21 +352,38 @@ __global__ void __launch_bounds__(256, BM == 64 ? 2 : 1) k_gemm2(const gemm_args
             const bool more = kt + 1 < nk;
             if (more) deq_prep(kt + 1, (kt + 1) % G2_ST);
             const uint32_t as = a_ld + (kt % G2_ST) * ASZ, bs = b_ld + (kt & 1) * 16384;
-#pragma unroll
-            for (int kk = 0; kk < G2_BK / 16; kk++) {
-                uint32_t bf[NT / 2][4], af[MT][4];
+            auto frag = [&](int kk, uint32_t (&bf)[NT / 2][4], uint32_t (&af)[MT][4]) {
 #pragma unroll
                 for (int jj = 0; jj < NT / 2; jj++) g2_ldm4(bs + jj * 16 * 128 + (b_x ^ (32u * kk)), bf[jj]);
 #pragma unroll
                 for (int i = 0; i < MT; i++)
                     if (!SKIP || live[i]) g2_ldm4(as + i * 16 * 128 + (a_x ^ (32u * kk)), af[i]);
+            };
+            auto prod = [&](const uint32_t (&bf)[NT / 2][4], const uint32_t (&af)[MT][4]) {
 #pragma unroll
                 for (int i = 0; i < MT; i++)
                     if (!SKIP || live[i]) {
 #pragma unroll
                         for (int j = 0; j < NT; j++) g2_mma(acc[i][j], af[i], bf[j >> 1][2 * (j & 1)], bf[j >> 1][2 * (j & 1) + 1]);
                     }
-                if (more && (kk == 0 || kk == 2)) deq_part(kk >> 1, (kt + 1) & 1);
+            };
+            if (PF) {
+                uint32_t bf[2][NT / 2][4], af[2][MT][4];
+                frag(0, bf[0], af[0]);
+#pragma unroll
+                for (int kk = 0; kk < G2_BK / 16; kk++) {
+                    if (kk + 1 < G2_BK / 16) frag(kk + 1, bf[(kk + 1) & 1], af[(kk + 1) & 1]);
+                    prod(bf[kk & 1], af[kk & 1]);
+                    if (more && (kk == 0 || kk == 2)) deq_part(kk >> 1, (kt + 1) & 1);
+                }
+            } else {
+#pragma unroll
+                for (int kk = 0; kk < G2_BK / 16; kk++) {
+                    uint32_t bf[NT / 2][4], af[MT][4];
+                    frag(kk, bf, af);
+                    prod(bf, af);
+                    if (more && (kk == 0 || kk == 2)) deq_part(kk >> 1, (kt + 1) & 1);
+                }
             }
         }
     };
@@ -339,7 +392,30 @@ __global__ void __launch_bounds__(256, BM == 64 ? 2 : 1) k_gemm2(const gemm_args
 
     /* ---- epilogue: rows wm + 16 i + g (+ 8), columns n0 + wn + 8 j + 2 t (+ 1) */
     const int g = lane >> 2, t = lane & 3, N = a.N;
-    if (a.mode == GM_SCATTER_ADD && a.fix) {
+    if (glu) {
+        /* n8 tiles j < NT/2 are gate, j + NT/2 the up values of the same ff */
+        const bool v2 = (a.ldh & 1) == 0 && ((uintptr_t)a.H & 3) == 0;
+        const int f0 = n0 + (wn / TN) * (TN / 2) + 2 * t;
+#pragma unroll
+        for (int i = 0; i < MT; i++)
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++) {
+                int r = wm + 16 * i + g + 8 * hh;
+                if (r >= mn) continue;
+                __nv_bfloat16 *hrow = a.H + (long)(m0 + r) * a.ldh;
+#pragma unroll
+                for (int j = 0; j < NT / 2; j++) {
+                    int f = f0 + 8 * j;
+                    float h0 = silu_f(acc[i][j][2 * hh]) * acc[i][j + NT / 2][2 * hh];
+                    float h1 = silu_f(acc[i][j][2 * hh + 1]) * acc[i][j + NT / 2][2 * hh + 1];
+                    if (v2 && f + 1 < N) *(uint32_t *)(hrow + f) = g2_pack(h0, h1);
+                    else {
+                        if (f < N) hrow[f] = __float2bfloat16(h0);
+                        if (f + 1 < N) hrow[f + 1] = __float2bfloat16(h1);
+                    }
+                }
+            }
+    } else if (a.mode == GM_SCATTER_ADD && a.fix) {
 #pragma unroll
         for (int i = 0; i < MT; i++)
 #pragma unroll
@@ -450,32 +526,42 @@ __global__ void __launch_bounds__(256, BM == 64 ? 2 : 1) k_gemm2(const gemm_args
 
 /* whether k_gemm2 takes these arguments: Q4_K / Q6_K, whole blocks along k, 16-byte A rows */
 static inline bool gemm2_supports(const gemm_args &a) {
-    return (a.W.type == GT_Q4_K || a.W.type == GT_Q6_K) && a.K == a.W.cols && a.K % 256 == 0 && (a.lda & 7) == 0 &&
-           ((uintptr_t)a.A & 15) == 0;
+    return (a.W.type == GT_Q4_K || a.W.type == GT_Q6_K || a.W.type == GT_BF16) && a.K == a.W.cols && a.K % 256 == 0 && (a.lda & 7) == 0 &&
+           ((uintptr_t)a.A & 15) == 0 &&
+           (a.mode != GM_GLU || (a.W2.type == a.W.type && a.W2.rows == a.W.rows && a.W2.cols == a.W.cols));
 }
 
 /* launches k_gemm2<WT, BM> on grid (n tiles of 128, m tiles of BM or the tile list); the dynamic
  * shared-memory limit is raised on the first launch of each instance */
-template <int WT, int BM> static void gemm2_launch(dim3 grid, cudaStream_t st, const gemm_args &a) {
+template <int WT, int BM, int PF> static void gemm2_launch(dim3 grid, cudaStream_t st, const gemm_args &a) {
     static bool ready = false;
     if (!ready) {
-        cudaFuncSetAttribute(k_gemm2<WT, BM>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gemm2_smem_bytes<WT, BM>());
+        cudaFuncSetAttribute(k_gemm2<WT, BM, PF>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gemm2_smem_bytes<WT, BM>());
         ready = true;
     }
-    k_gemm2<WT, BM><<<grid, 256, gemm2_smem_bytes<WT, BM>(), st>>>(a);
+    k_gemm2<WT, BM, PF><<<grid, 256, gemm2_smem_bytes<WT, BM>(), st>>>(a);
 }
 
-/* bm: 64 / 128 (dense or grouped; grouped: the tile list's row tile) or 256 (dense only) */
-static inline void gemm2_run(int bm, dim3 grid, cudaStream_t st, const gemm_args &a) {
-    if (a.W.type == GT_Q4_K) {
-        if (bm == 256) gemm2_launch<GT_Q4_K, 256>(grid, st, a);
-        else if (bm == 128) gemm2_launch<GT_Q4_K, 128>(grid, st, a);
-        else gemm2_launch<GT_Q4_K, 64>(grid, st, a);
+template <int PF> static inline void gemm2_run_pf(int bm, dim3 grid, cudaStream_t st, const gemm_args &a) {
+    if (a.W.type == GT_BF16) {
+        if (bm == 256) gemm2_launch<GT_BF16, 256, PF>(grid, st, a);
+        else if (bm == 128) gemm2_launch<GT_BF16, 128, PF>(grid, st, a);
+        else gemm2_launch<GT_BF16, 64, PF>(grid, st, a);
+    } else if (a.W.type == GT_Q4_K) {
+        if (bm == 256) gemm2_launch<GT_Q4_K, 256, PF>(grid, st, a);
+        else if (bm == 128) gemm2_launch<GT_Q4_K, 128, PF>(grid, st, a);
+        else gemm2_launch<GT_Q4_K, 64, PF>(grid, st, a);
     } else {
-        if (bm == 256) gemm2_launch<GT_Q6_K, 256>(grid, st, a);
-        else if (bm == 128) gemm2_launch<GT_Q6_K, 128>(grid, st, a);
-        else gemm2_launch<GT_Q6_K, 64>(grid, st, a);
+        if (bm == 256) gemm2_launch<GT_Q6_K, 256, PF>(grid, st, a);
+        else if (bm == 128) gemm2_launch<GT_Q6_K, 128, PF>(grid, st, a);
+        else gemm2_launch<GT_Q6_K, 64, PF>(grid, st, a);
     }
+}
+
+/* bm: 64 / 128 (dense or grouped; grouped: the tile list's row tile) or 256 (dense only); pf: see k_gemm2 */
+static inline void gemm2_run(int bm, dim3 grid, cudaStream_t st, const gemm_args &a, int pf = 0) {
+    if (pf) gemm2_run_pf<1>(bm, grid, st, a);
+    else gemm2_run_pf<0>(bm, grid, st, a);
 }
 
 #endif
