@@ -2039,10 +2039,10 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     b->gemm_mb = getenv("LILAC_CUDA_GEMM_MB") ? atoi(getenv("LILAC_CUDA_GEMM_MB")) : 2;
     b->gemm_red4 = !(getenv("LILAC_CUDA_GEMM_RED4") && !atoi(getenv("LILAC_CUDA_GEMM_RED4")));
     /* default 2: k_gemm2 in 64/128-row tiles (4K prefill 15.1K -> 21.5K tok/s; 256-row tiles, =1, 21.1K:
-     * bench/results/2026-12-02-h200-s13); 0 the older k_gemm everywhere */
+     * bench/results/2026-12-02-h200-s14); 0 the older k_gemm everywhere */
     b->gemm2 = getenv("LILAC_CUDA_GEMM2") ? atoi(getenv("LILAC_CUDA_GEMM2")) : 2;
     /* (k_gemm2's PF 1, the next k-step's fragments loaded first, measured no faster: lab only) */
-    /* default 1: 4K prefill 21.4K -> 22.35K tok/s, the same h bits (bench/results/2026-12-02-h200-s13 call 2) */
+    /* default 1: 4K prefill 21.4K -> 22.35K tok/s, the same h bits (bench/results/2026-12-02-h200-s14 call 2) */
     b->gemm_glu = getenv("LILAC_CUDA_GLU") ? atoi(getenv("LILAC_CUDA_GLU")) : 1;
     /* session 12: the prefill MoE down can add its rows in fixed point (k_gemm.cuh), so that a prefill
      * is the same bits on every run; opt-in (ll_backend_params.deterministic, `lilac bench

@@ -1,9 +1,13 @@
 /*
  * k_gemm2.cuh — prefill GEMM v2: mma.sync m16n8k16 (bf16 in, fp32 accumulate) with the weights
  * expanded in the kernel, one k-tile at a time (never a whole-matrix bf16 copy):
- *   C[m][n] = sum_k A[m][k] * W[n][k],  A bf16 [M][K] (rows optionally gathered), W Q4_K or Q6_K.
+ *   C[m][n] = sum_k A[m][k] * W[n][k],  A bf16 [M][K] (rows optionally gathered), W Q4_K, Q6_K or BF16.
  * Same arguments (gemm_args), epilogue modes and grouped (MoE tile list) mode as k_gemm (k_gemm.cuh);
- * other weight types stay on k_gemm (gemm2_supports).
+ * other weight types stay on k_gemm (gemm2_supports). One mode of its own, GM_GLU: W the gate and W2
+ * the up matrix in one tile (64 ff per block), h = bf16(silu(gate) * up) straight from the
+ * accumulators (no fp32 gate buffer; the same bits as GM_STORE + GM_SWIGLU).
+ * Measured on the H200 (bench/results/2026-12-02-h200-s14): dense Q4_K 4096 x 8192 x 2048 at 214
+ * TFLOP/s (BM 128; k_gemm 116), the MoE gate / down of a 4K chunk 157 / 114, GLU 0.845 vs 1.039 ms.
  *
  * Block tile BM (64 / 128 / 256 rows) x 128 (n) x 64 (k), 256 threads = 8 warps of
  * (BM / WM) x (128 / WN) (WM x WN = 2 x 4, or 4 x 2 for BM 256): MT m16 x NT n8 accumulators
@@ -20,6 +24,9 @@
  *     distinct chunks (all 32 banks). A: key(r) = r. W: key(r) = r with bits 1 and 2 swapped,
  *     which also keeps the dequantizing threads' 16-byte stores conflict-free (4 rows x 2 halves per
  *     8-thread phase land in 8 distinct chunks).
+ *
+ * BF16 W: the raw stage is the tile itself, and the "expansion" a swizzled move of the same 4 chunks
+ * the thread copied in.
  *
  * Dequantization (exact up to the final bf16 rounding, which is the reference's): a 4- or 6-bit
  * value v is masked into bits 16.. (or 12..) of the fp32 pattern 0x4B000000 (2^23), giving
