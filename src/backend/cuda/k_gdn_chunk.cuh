@@ -285,35 +285,30 @@ __global__ void __launch_bounds__(256, 1) k_gdn_chunk_scan(const gdn_chunk_args 
         stash();
         __syncthreads();
         if (n + 1 < nch) fetch(n + 1);
-        /* Vn = U - W S: warp w owns rows w + 8 m, lane the column */
+        /* Vn = U - W S and the Q_dec S half of O in one pass over S (both need only S, and they
+         * share its loads): warp w owns rows w + 8 m, lane the column */
+        float acc[8];
         {
-            float acc[8];
+            float av[8];
 #pragma unroll
-            for (int m = 0; m < 8; m++) acc[m] = Us[(w + 8 * m) * BV + lane];
+            for (int m = 0; m < 8; m++) { av[m] = Us[(w + 8 * m) * BV + lane]; acc[m] = 0.0f; }
             for (int d = 0; d < DK; d += 4) {
                 float s0 = Ss[d * BV + lane], s1 = Ss[(d + 1) * BV + lane], s2 = Ss[(d + 2) * BV + lane], s3 = Ss[(d + 3) * BV + lane];
 #pragma unroll
                 for (int m = 0; m < 8; m++) {
                     float4 w4 = *(const float4 *)(Ws + (w + 8 * m) * LD + d);
-                    acc[m] -= w4.x * s0 + w4.y * s1 + w4.z * s2 + w4.w * s3;
+                    float4 q4 = *(const float4 *)(Qs + (w + 8 * m) * LD + d);
+                    av[m] -= w4.x * s0 + w4.y * s1 + w4.z * s2 + w4.w * s3;
+                    acc[m] += q4.x * s0 + q4.y * s1 + q4.z * s2 + q4.w * s3;
                 }
             }
             __syncwarp();
 #pragma unroll
-            for (int m = 0; m < 8; m++) Us[(w + 8 * m) * BV + lane] = acc[m]; /* rows owned by this warp only */
+            for (int m = 0; m < 8; m++) Us[(w + 8 * m) * BV + lane] = av[m]; /* rows owned by this warp only */
         }
         __syncthreads();
-        /* O = Q_dec S + P Vn */
+        /* O += P Vn (P's rows need every warp's Vn rows) */
         {
-            float acc[8] = {};
-            for (int d = 0; d < DK; d += 4) {
-                float s0 = Ss[d * BV + lane], s1 = Ss[(d + 1) * BV + lane], s2 = Ss[(d + 2) * BV + lane], s3 = Ss[(d + 3) * BV + lane];
-#pragma unroll
-                for (int m = 0; m < 8; m++) {
-                    float4 q4 = *(const float4 *)(Qs + (w + 8 * m) * LD + d);
-                    acc[m] += q4.x * s0 + q4.y * s1 + q4.z * s2 + q4.w * s3;
-                }
-            }
             for (int j = 0; j < C; j += 4) {
                 float v0 = Us[j * BV + lane], v1 = Us[(j + 1) * BV + lane], v2 = Us[(j + 2) * BV + lane], v3 = Us[(j + 3) * BV + lane];
 #pragma unroll
