@@ -70,7 +70,7 @@
 #define LN_STAGE_HEAD (54 * LN_THREADS) /* the lm head's stage: a whole Q6_K tile (16 rows of 2048) */
 /* the lm head (argmax): the last big kernel of a step. Two blocks per SM with half the ring each
  * (32 warps hide the Q6_K dots' latency): 146 -> 117 us on the H200, +10 tok/s decode at 4K (session
- * 13, bench/results/2026-12-02-h200-s14, section 6); -DLN_HEAD_BPS=1 is the old single block with a 200 KB ring */
+ * 13, bench/results/2026-12-02-h200-s14, section 7); -DLN_HEAD_BPS=1 is the old single block with a 200 KB ring */
 #ifndef LN_HEAD_BPS
 #define LN_HEAD_BPS 2
 #endif
