@@ -135,8 +135,10 @@ struct cu_backend {
     int pfnext;                           /* the MoE down prefetches the next input projection into L2: 0 off, 1 after its wait, 2 at entry */
     int gdn_fuse;                         /* GDN step + out-projection in one launch (k_lgdn.cuh; default; LILAC_CUDA_GDN_FUSE=0 off,
                                            * 2: the heads' shares by fp32 atomics, not reproducible) */
-    int gdn_pre;                          /* k_lgdn: 1 W slice, 2 state requested before the wait (LILAC_CUDA_GDN_PRE, default 1:
-                                           * 546.6 tok/s vs 543.8 with both, 538.0 state only, 534.2 neither) */
+    int gdn_pre;                          /* k_lgdn: 1 W slice, 2 state, 4 state into L2, 8 the fold's B slice requested before
+                                           * the wait (LILAC_CUDA_GDN_PRE; default 11 since session 15: 586.4-590.0 tok/s vs
+                                           * 581.8-583.5 for 9 and 587.8 for 15 at 4K, bench/results/2026-12-02-h200-s15; session 8
+                                           * had measured the state before the wait slower, 543.8 vs 546.6, before the fold) */
     float *gdn_part;                      /* k_lgdn: [HV][lean_gdn_part_floats / HV] the heads' shares of the output
                                            * projection (and of the router logits with the fold) */
     int gdn_fold;                         /* the MoE router folded into the layer's mixer (lean.h lean_fold), one launch
@@ -2068,7 +2070,7 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     /* the lm head stays on k_gemv_q: 172 vs 209 µs through k_lgemv (bench/results/2026-11-30-h200-s5) */
     b->lean_head = !(getenv("LILAC_CUDA_LEAN_HEAD") && !atoi(getenv("LILAC_CUDA_LEAN_HEAD")));
     b->fd_minpos = getenv("LILAC_CUDA_FD_MINPOS") ? atoi(getenv("LILAC_CUDA_FD_MINPOS")) : 0;
-    b->gdn_pre = getenv("LILAC_CUDA_GDN_PRE") ? atoi(getenv("LILAC_CUDA_GDN_PRE")) & 15 : 9;
+    b->gdn_pre = getenv("LILAC_CUDA_GDN_PRE") ? atoi(getenv("LILAC_CUDA_GDN_PRE")) & 15 : 11;
     b->gdn_fuse = !(getenv("LILAC_CUDA_GDN_FUSE") && !atoi(getenv("LILAC_CUDA_GDN_FUSE")));
     b->gdn_fold = getenv("LILAC_CUDA_FOLD") ? atoi(getenv("LILAC_CUDA_FOLD")) & 3 : 1; /* session 10: GDN layers on by default (+7 tok/s) */
     /* session 10: 4 is +2.5 tok/s at 4K but -80 at 128K (half the splits of half the heads, K/V read
