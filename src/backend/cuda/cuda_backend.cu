@@ -110,6 +110,7 @@ struct cu_backend {
     gmat tok_embd, lm_head;
     float *out_norm;
     float *inv_freq;
+    float *rope_cs;                       /* [n_rot/2][2] the decode step's RoPE cos / sin (k_embed; NULL: LILAC_CUDA_ROPE_CS=0) */
     dlayer L[QWEN_MAX_LAYERS];
     int n_gdn, n_attn;
     double weight_bytes, decode_bytes;
@@ -869,7 +870,7 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
     int QK = HK * DK, CD = 2 * QK + HV * DV, E = hp.n_expert;
     float eps = hp.rms_eps;
     prof_begin(b);
-    k_embed<<<1, 128, 0, b->st>>>(b->tok_embd, b->d_tok, b->x, H);
+    k_embed<<<1, 128, 0, b->st>>>(b->tok_embd, b->d_tok, b->x, H, s->d_pos, b->inv_freq, hp.n_rot / 2, b->rope_cs);
     prof_end(b, "embed", H * 0.6, 0);
     int in_done = 0; /* this layer's input projection ran in the previous layer's fused MoE kernel */
     float *xc = b->x; /* the residual stream: b->x, or b->x2 after an odd number of router folds */
@@ -946,6 +947,7 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
                     da.q_norm = L.q_norm;
                     da.k_norm = L.k_norm;
                     da.inv_freq = b->inv_freq;
+                    da.rope_cs = b->rope_cs;
                     da.n_rot = hp.n_rot;
                     da.eps = eps;
                     da.tr = ln_slot(b, "attn.fd");
@@ -1954,6 +1956,8 @@ static ll_status cu_init(cu_backend *b) {
     float inv[256];
     for (int i = 0; i < hp.n_rot / 2; i++) inv[i] = (float)pow((double)hp.rope_theta, -2.0 * i / hp.n_rot);
     LL_TRY(upload_f32(b, inv, (size_t)LL_MAX(hp.n_rot / 2, 1), &b->inv_freq, "inv_freq"));
+    if (hp.n_rot >= 2 && !(getenv("LILAC_CUDA_ROPE_CS") && !atoi(getenv("LILAC_CUDA_ROPE_CS"))))
+        LL_TRY(dev_alloc(b, (void **)&b->rope_cs, (size_t)hp.n_rot * 4));
     int H = hp.n_embd, E = hp.n_expert, HV = hp.gdn_n_v_heads;
     double per_tok = lm_bytes;
     for (int l = 0; l < hp.n_layer; l++) {

@@ -189,6 +189,7 @@ struct attn_dec_args {
     float *flraw;
     int fE, fH;
     int q8; /* the cache holds q8 rows (k_attn_decode_fd<..., true> reads them; the fused prep writes them) */
+    const float *rope_cs; /* fused: NULL, or [n_rot/2][2] cos / sin at position *pos (k_embed, this step) */
 };
 
 /* dynamic smem: attn_decode_smem(G, HD, CH) bytes. The block's K and V rows are first copied to

@@ -151,7 +151,8 @@ __device__ __forceinline__ void fd_norm_rope(const attn_dec_args &a, const float
         if (d < a.n_rot) {
             int i = d < half ? d : d - half;
             float sn, cs;
-            sincosf((float)p * fr[i], &sn, &cs);
+            if (a.rope_cs) { cs = fr[2 * i]; sn = fr[2 * i + 1]; } /* fr holds the step's table */
+            else sincosf((float)p * fr[i], &sn, &cs);
             y = d < half ? x[k] * cs - xs[d + half] * sn : x[k] * cs + xs[d - half] * sn;
         }
         out[k] = y * sc;
@@ -184,6 +185,13 @@ __device__ __forceinline__ void attn_fd_prep(const attn_dec_args &a, int kvh, in
         const float *src = a.qg + (long)(kvh * G + g0 + g) * 2 * HD + lane * DPL;
 #pragma unroll
         for (int d = 0; d < DPL; d++) xq[d] = on ? src[d] : 0.0f;
+#ifdef LILAC_LN_TRACE
+        if (g == 0 && threadIdx.x == 0 && a.tr) { /* warp 0's q has landed (the stamp depends on it) */
+            unsigned long long t;
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t) : "f"(xq[0])); /* issued once xq[0] is there */
+            atomicMax(a.tr + 44, t);
+        }
+#endif
         if (on) fd_norm_rope<DPL>(a, xq, gq, fr, p, rsqrtf((float)HD), xw, v);
         else
 #pragma unroll
@@ -391,7 +399,10 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
      * below starts on L2 hits instead of DRAM round trips */
     if (a.fused) {
         for (int i = threadIdx.x; i < HD; i += blockDim.x) { gq[i] = a.q_norm[i]; gk[i] = a.k_norm[i]; }
-        for (int i = threadIdx.x; i < a.n_rot / 2; i += blockDim.x) fr[i] = a.inv_freq[i];
+        if (a.rope_cs)
+            for (int i = threadIdx.x; i < a.n_rot; i += blockDim.x) fr[i] = a.rope_cs[i]; /* k_embed: many kernels back */
+        else
+            for (int i = threadIdx.x; i < a.n_rot / 2; i += blockDim.x) fr[i] = a.inv_freq[i];
     }
     const int RB = kv_row_bytes(HD, Q8); /* bytes per cached row */
     const unsigned char *K = (const unsigned char *)a.kc + (long)kvh * a.n_ctx * RB;
@@ -442,9 +453,14 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
         ln_trace(a.tr, 1);
     }
     __syncthreads(); /* the weights in shared memory */
+    ln_trace(a.tr, 41);
     if (a.fused) attn_fd_prep<DPL, FG>(a, kvh, n - 1, split == NS - 1, qs, wo, gq, gk, fr, g0); /* wo is free until the merge */
     else
         for (int i = threadIdx.x; i < FG * HD; i += blockDim.x) qs[i] = g0 * HD + i < G * HD ? a.q[(long)kvh * G * HD + g0 * HD + i] : 0.0f;
+    ln_trace(a.tr, 42);
+#ifdef LILAC_LN_TRACE
+    if (threadIdx.x == 32 * (FD_WARPS - 1) && a.tr) atomicMax(a.tr + 43, ln_now()); /* the last warp (the K/V row) */
+#endif
     __syncthreads(); /* fused: the block's own K/V row of position n-1 is visible to its plain loads (NC = false) */
     ln_trace(a.tr, 3);
     if constexpr (MMA) {

@@ -11,7 +11,12 @@
 #include "k_gemv.cuh"
 
 /* X[t][:] = dequant(E[tok[t]]). grid T, block 128. tok: device token ids. */
-__global__ void k_embed(gmat E, const int *tok, float *X, int H) {
+/* cs: NULL, or (decode, grid 1) the cos / sin pairs [half][2] of the rotary angles (float)*pos * fr[i]
+ * for the flash-decoding blocks' RoPE (attn_dec_args.rope_cs): computed once per step here, off the
+ * critical path, instead of by a warp of every block, where the sincosf chains of one head took
+ * ~2.6 µs and the warp with the K row too ~5.7 µs of the kernel's prologue (session 15 trace) */
+__global__ void k_embed(gmat E, const int *tok, float *X, int H, const int *pos = NULL, const float *fr = NULL, int half = 0,
+                        float *cs = NULL) {
     int t = blockIdx.x;
     long row = tok[t];
     for (int k0 = threadIdx.x * 16; k0 < H; k0 += blockDim.x * 16) {
@@ -20,6 +25,13 @@ __global__ void k_embed(gmat E, const int *tok, float *X, int H) {
 #pragma unroll
         for (int i = 0; i < 16; i++) X[(long)t * H + k0 + i] = f[i];
     }
+    if (cs)
+        for (int i = threadIdx.x; i < half; i += blockDim.x) {
+            float sn, c;
+            sincosf((float)*pos * fr[i], &sn, &c); /* the same argument and function as fd_norm_rope's: the same bits */
+            cs[2 * i] = c;
+            cs[2 * i + 1] = sn;
+        }
 }
 
 /* Y[t] = bf16(rmsnorm(X[t]) * g). grid T, block 256. */
