@@ -653,7 +653,8 @@ static void ln_trace_print(cu_backend *b, int pos) {
     /* extra stamps 40..47 (µs after the last block past the wait, means per kernel name; negative:
      * before it): k_lgemv's prologue done (40, before its post-wait copies are issued); k_lgdn's fold
      * shares stored (41), out-projection shares stored (42), arrival counted (43); the MoE kernels'
-     * top-k done (44) and first tiles requested (45) */
+     * top-k done (44) and first tiles requested (45); flash-decoding (k_attn_dec.cuh): gains in shared
+     * memory (41), warp 0's q landed (44), warp 0's prep done (42), the last warp's (K/V row) prep done (43) */
     for (int k = 0; k < nn; k++) {
         if (!strcmp(names[k], "moe.fused")) continue; /* its own line above */
         double sp[8] = {0};
