@@ -43,6 +43,17 @@
 #ifndef LN_DOWN_THREADS
 #define LN_DOWN_THREADS 576     /* MoE down: 8 output rows x 9 slots x 8 chunks */
 #endif
+/* MoE gate/up with the router fold: the routing weights for the down written by the block with the
+ * fewest tiles, its shared-expert logit loaded with the top-k's (session 17: +2.3 tok/s at 4K; 0:
+ * block 0, which has the most tiles, and a load after its prologue) */
+#ifndef LN_GU_WB
+#define LN_GU_WB 1
+#endif
+/* MoE down: the residual rows of the first tile read before the wait (session 17: noise-level, the
+ * same bits; 0: after the dot products, as before) */
+#ifndef LN_DOWN_XPRE
+#define LN_DOWN_XPRE 1
+#endif
 #define LN_BPS (LN_THREADS >= 512 ? 1 : 512 / LN_THREADS)
 #define LN_MINB (LN_THREADS >= 1024 ? 1 : 1024 / LN_THREADS)
 #define LN_DOWN_MINB (LN_DOWN_THREADS > 576 ? 1 : 1152 / LN_DOWN_THREADS)
@@ -652,6 +663,10 @@ __global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lmoe_gu(const __grid_co
         ln_copy_rows(*u, r0, TH, TH, dst + mat, b, false);
     };
     int pre = 0; /* tiles requested before the wait: the shared expert's */
+    /* the block that writes the routing weights for the down (fold): the last, which has the fewest
+     * tiles (LN_GU_WB; block 0, which has the most, before session 17), and its shared-expert logit */
+    int wb = RAW && LN_GU_WB ? (int)gridDim.x - 1 : 0;
+    float lsh = 0.0f;
     if (tid == 0) {
         mbar_ring_init(bar, NST);
         while (pre < NST && pre < mine && (int)blockIdx.x + pre * G < nsh) issue(pre++);
@@ -689,24 +704,26 @@ __global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lmoe_gu(const __grid_co
         ln_trace(L.tr, 1);
         if (warp == 0) { /* the first routed stage only: the rest after the barrier (each copy costs
                           * ~150 ns of issue, which the other warps would wait out at the barrier) */
+            if (LN_GU_WB && blockIdx.x == wb && tid == 0 && a.FS) lsh = a.logits[a.E]; /* with the top-k's loads */
             ln_topk<false, false>(a.logits, a.E, a.k, ids, wts);
             ln_trace(L.tr, 44);
             if (tid == 0) issue_routed(pre, pre + 1);
             ln_trace(L.tr, 45);
         }
         float rn = ln_prologue<false, 1>(pa, sm + (size_t)NST * L.stage, red, &Q);
+        if (!LN_GU_WB && blockIdx.x == wb && tid == 0 && a.FS) lsh = a.logits[a.E];
         if (tid == 0) issue_routed(pre + 1, NST);
         ln_act_q4k(Q, 0, c, A);
         ln_act_scale(A, rn);
         ln_trace(L.tr, 3);
-        if (blockIdx.x == 0 && tid == 0) { /* the logits are W_r x̂ * rms: the weights need rn */
+        if (blockIdx.x == wb && tid == 0) { /* the logits are W_r x̂ * rms: the weights need rn */
             ln_softmax_k(wts, a.k, rn);
             for (int t = 0; t < a.k; t++) L.wraw[t] = wts[t];
-            if (a.FS) L.wraw[a.k] = sigmoid_f(a.logits[a.E] * rn);
+            if (a.FS) L.wraw[a.k] = sigmoid_f(lsh * rn);
         }
-        if (blockIdx.x == 0 && a.w_out) __syncthreads(); /* wts scaled by thread 0 */
+        if (blockIdx.x == wb && a.w_out) __syncthreads(); /* wts scaled by thread 0 */
     }
-    if (blockIdx.x == 0 && tid < a.k) {
+    if (blockIdx.x == wb && tid < a.k) {
         if (a.ids_out) a.ids_out[tid] = ids[tid];
         if (a.w_out) a.w_out[tid] = wts[tid];
     }
@@ -814,6 +831,10 @@ __global__ void __launch_bounds__(LN_DOWN_THREADS, LN_DOWN_MINB) k_lmoe_down(con
         if (tid == 0 && L.pfwhen == 2) ln_prefetch_share(L.pfp, L.pfb, L.pfn, blockIdx.x, G);
     }
     ln_trace(L.tr, 45);
+    /* the residual of row tid of the first tile, before the wait: x is the mixer's output, two or
+     * more kernels back, so the tail below is one store instead of an L2 round trip and a store
+     * (the same sum, the same bits) */
+    float xr0 = LN_DOWN_XPRE && tid < TR && mine > 0 ? a.out[(long)blockIdx.x * TR + tid] : 0.0f;
     __syncthreads();
     pdl_wait();
     pdl_trigger();
@@ -854,7 +875,8 @@ __global__ void __launch_bounds__(LN_DOWN_THREADS, LN_DOWN_MINB) k_lmoe_down(con
             float t = 0.0f;
             int p0 = (tid / R) * nslot * R + tid % R;
             for (int k = 0; k < nslot; k++) t += acc[i & 1][p0 + k * R];
-            a.out[r0 + tid] += t;
+            if (LN_DOWN_XPRE && i == 0) a.out[r0 + tid] = xr0 + t;
+            else a.out[r0 + tid] += t;
         }
         if (tid == 0 && i + NST < mine) {
             asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
