@@ -287,7 +287,10 @@ static int run_decode(const qwen_model *m, const int32_t *tok, int P, int D, flo
  * - flash-decoding blocks of 4 query heads (LILAC_CUDA_FD_FG=4, k_attn_dec.cuh; opt-in) against
  *   blocks of all 8 (the default): other split boundaries, so other partial sums;
  * - flash-decoding's tensor-core loop (LILAC_CUDA_FD_MMA=1, the default) against the per-position
- *   loop: q and the probabilities rounded to bf16 (as flash2 prefill does) instead of fp32. */
+ *   loop: q and the probabilities rounded to bf16 (as flash2 prefill does) instead of fp32;
+ * - the appended position in a flash-decoding block of its own (LILAC_CUDA_FD_XS=1, the default)
+ *   against the last split appending it: one split fewer over the other positions, one partial
+ *   more in the combine. */
 static void test_switch_equal(const char *preset, int P, int D, const char *var, const char *on, const char *off, const char *what,
                               int greedy) {
     qwen_model *m = NULL;
@@ -726,6 +729,8 @@ int main(int argc, char **argv) {
     /* 1200 positions: 33 splits of 4-head blocks vs 66 of 8-head blocks, every split non-empty */
     test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_FD_FG", "4", "8", "4-head flash-decoding blocks", 1);
     test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_FD_MMA", "1", "0", "the tensor-core flash-decoding loop (q8 cache)", 1);
+    /* the appended position in a block of its own: 65 splits of the other 1199+ positions, other sums */
+    test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_FD_XS", "1", "0", "the appended position in a flash-decoding block of its own", 1);
     setenv("LILAC_CUDA_KV", "bf16", 1);
     test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_FD_MMA", "1", "0", "the tensor-core flash-decoding loop (bf16 cache)", 1);
     unsetenv("LILAC_CUDA_KV");

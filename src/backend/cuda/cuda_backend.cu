@@ -127,6 +127,8 @@ struct cu_backend {
     int lean;                             /* 1 (default on sm_90+): the lean decode kernels (lean.cu); LILAC_CUDA_LEAN=0 off */
     unsigned long long *ln_tr;            /* LILAC_CUDA_LN_TRACE=1: [LN_TR_MAX][LN_TRS_HOST] trace records of a step */
     const char *ln_names[LN_TR_MAX];
+    int fd_xs;                            /* flash-decoding (fused, 8-head blocks): one block per kv head takes the appended
+                                           * position alone (attn_dec_args.xs; default since session 17; LILAC_CUDA_FD_XS=0 off) */
     int fd_minpos;                        /* flash-decoding: fewest positions per split (LILAC_CUDA_FD_MINPOS; default 0: every split, 64 measured no faster) */
     int fuse;                             /* the fused MoE kernel (k_fused.cuh: router .. down + the next layer's projection in one launch; default, LILAC_CUDA_FUSE=0 off) */
     unsigned long long *fz_bar;           /* its grid barrier counter (device) */
@@ -956,10 +958,17 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
                         da.nsplit = ns = LL_MAX(1, ns / b->fd_nsdiv);
                         launch_pdl(b, b->kv_q8 ? k_attn_decode_fd<8, false, 4, true> : k_attn_decode_fd<8, false, 4>, dim3(NKV * (FD_G / 4), ns),
                                    dim3(FD_WARPS * 32), attn_fd_smem(HD, 4), da);
-                    } else
+                    } else {
+                        /* fd_xs: the same number of blocks, one of them per kv head for the appended
+                         * position alone (a block takes a whole SM: one more would be a second wave) */
+                        if (b->fd_xs && ns >= 2 && s->max_splits >= ns) {
+                            da.nsplit = ns = ns - 1;
+                            da.xs = 1;
+                        }
                         launch_pdl(b, b->kv_q8 ? (b->fd_mma ? k_attn_decode_fd<8, false, FD_G, true, true> : k_attn_decode_fd<8, false, FD_G, true>)
                                                : (b->fd_mma ? k_attn_decode_fd<8, false, FD_G, false, true> : k_attn_decode_fd<8, false>),
-                                   dim3(NKV, ns), dim3(FD_WARPS * 32), fsm, da);
+                                   dim3(NKV, ns + da.xs), dim3(FD_WARPS * 32), fsm, da);
+                    }
                     da.tr = NULL;
                 } else if (HD == 256)
                     launch_pdl(b, b->kv_q8 ? (b->fd_mma ? k_attn_decode_fd<8, true, FD_G, true, true> : k_attn_decode_fd<8, true, FD_G, true>)
@@ -2075,6 +2084,7 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     /* the lm head stays on k_gemv_q: 172 vs 209 µs through k_lgemv (bench/results/2026-11-30-h200-s5) */
     b->lean_head = !(getenv("LILAC_CUDA_LEAN_HEAD") && !atoi(getenv("LILAC_CUDA_LEAN_HEAD")));
     b->fd_minpos = getenv("LILAC_CUDA_FD_MINPOS") ? atoi(getenv("LILAC_CUDA_FD_MINPOS")) : 0;
+    b->fd_xs = !(getenv("LILAC_CUDA_FD_XS") && !atoi(getenv("LILAC_CUDA_FD_XS"))); /* session 17: +5 tok/s at 4K */
     b->gdn_pre = getenv("LILAC_CUDA_GDN_PRE") ? atoi(getenv("LILAC_CUDA_GDN_PRE")) & 15 : 11;
     b->gdn_fuse = !(getenv("LILAC_CUDA_GDN_FUSE") && !atoi(getenv("LILAC_CUDA_GDN_FUSE")));
     b->gdn_fold = getenv("LILAC_CUDA_FOLD") ? atoi(getenv("LILAC_CUDA_FOLD")) & 3 : 1; /* session 10: GDN layers on by default (+7 tok/s) */

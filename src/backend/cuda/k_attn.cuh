@@ -190,6 +190,13 @@ struct attn_dec_args {
     int fE, fH;
     int q8; /* the cache holds q8 rows (k_attn_decode_fd<..., true> reads them; the fused prep writes them) */
     const float *rope_cs; /* fused: NULL, or [n_rot/2][2] cos / sin at position *pos (k_embed, this step) */
+    /* fused, 1: one more block per kv head (grid.y = nsplit + 1) takes only position pos: it appends the
+     * K / V rows and writes its one-position partial after the used splits' (index attn_fd_used()),
+     * while the nsplit splits share positions 0 .. pos - 1, so no block both appends and loops over
+     * a share of the context (the default; LILAC_CUDA_FD_XS=0 off; the combine reads one partial
+     * more). The appending block's prep is the longest (session 15's trace: 2.3 µs more); it had
+     * also looped over a split: +5 tok/s at 4K (session 17) */
+    int xs;
 };
 
 /* dynamic smem: attn_decode_smem(G, HD, CH) bytes. The block's K and V rows are first copied to
@@ -303,7 +310,7 @@ __device__ __forceinline__ void attn_combine_part(const attn_dec_args &a, int h,
         ln_trace(a.tr, 3); /* no prologue or tiles: the trace's columns stay readable */
         ln_trace(a.tr, 4);
     }
-    int n = *a.pos + 1, ns = a.CH ? (n + a.CH - 1) / a.CH : attn_fd_used(a.nsplit, a.minpos, n);
+    int n = *a.pos + 1, ns = a.CH ? (n + a.CH - 1) / a.CH : attn_fd_used(a.nsplit, a.minpos, n) + a.xs;
     /* the first CB partials of this thread's group with the splits' (m, l): one round trip to L2 */
     constexpr int CB = 8;
     float po[CB];

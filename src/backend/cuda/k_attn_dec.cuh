@@ -180,11 +180,15 @@ __device__ __forceinline__ void attn_fd_prep(const attn_dec_args &a, int kvh, in
             xk[d] = a.kraw[(long)kvh * HD + lane * DPL + d];
             xv[d] = a.vraw[(long)kvh * HD + lane * DPL + d];
         }
-    for (int g = w; g < FG; g += FD_WARPS) {
-        bool on = g0 + g < G;
-        const float *src = a.qg + (long)(kvh * G + g0 + g) * 2 * HD + lane * DPL;
+    /* the K row is the appending warp's last pass through the loop body of its q heads (g >= FG):
+     * one inlined copy of the norm / RoPE code, which that warp has just run, instead of a second
+     * copy run cold after the first (session 15's trace: the appending warp took 2.3 µs more) */
+#pragma unroll 1
+    for (int g = w; g < FG || (kv && g < FG + FD_WARPS); g += FD_WARPS) {
+        bool isk = g >= FG, on = !isk && g0 + g < G;
+        const float *src = a.qg + (long)(kvh * G + g0 + (isk ? 0 : g)) * 2 * HD + lane * DPL;
 #pragma unroll
-        for (int d = 0; d < DPL; d++) xq[d] = on ? src[d] : 0.0f;
+        for (int d = 0; d < DPL; d++) xq[d] = isk ? xk[d] : (on ? src[d] : 0.0f);
 #ifdef LILAC_LN_TRACE
         if (g == 0 && threadIdx.x == 0 && a.tr) { /* warp 0's q has landed (the stamp depends on it) */
             unsigned long long t;
@@ -192,32 +196,31 @@ __device__ __forceinline__ void attn_fd_prep(const attn_dec_args &a, int kvh, in
             atomicMax(a.tr + 44, t);
         }
 #endif
-        if (on) fd_norm_rope<DPL>(a, xq, gq, fr, p, rsqrtf((float)HD), xw, v);
+        if (on || isk) fd_norm_rope<DPL>(a, xq, isk ? gk : gq, fr, p, isk ? 1.0f : rsqrtf((float)HD), xw, v);
         else
 #pragma unroll
             for (int d = 0; d < DPL; d++) v[d] = 0.0f;
+        if (!isk) {
 #pragma unroll
-        for (int d = 0; d < DPL; d++) qs[g * HD + lane * DPL + d] = v[d];
-    }
-    if (kv && a.q8) { /* the lane's DPL values lie in one 32-value block of 32 / DPL lanes */
-        fd_norm_rope<DPL>(a, xk, gk, fr, p, 1.0f, xw, v);
-        long ro = ((long)kvh * a.n_ctx + p) * kv_row_bytes(HD, 1);
-        unsigned char *rows[2] = {(unsigned char *)a.kc + ro, (unsigned char *)a.vc + ro};
-        for (int k = 0; k < 2; k++) {
-            signed char c[DPL];
-            __half sc = kv_q8_quant<DPL>(k ? xv : v, 32 / DPL, c);
+            for (int d = 0; d < DPL; d++) qs[g * HD + lane * DPL + d] = v[d];
+        } else if (a.q8) { /* the lane's DPL values lie in one 32-value block of 32 / DPL lanes */
+            long ro = ((long)kvh * a.n_ctx + p) * kv_row_bytes(HD, 1);
+            unsigned char *rows[2] = {(unsigned char *)a.kc + ro, (unsigned char *)a.vc + ro};
+            for (int k = 0; k < 2; k++) {
+                signed char c[DPL];
+                __half sc = kv_q8_quant<DPL>(k ? xv : v, 32 / DPL, c);
 #pragma unroll
-            for (int d = 0; d < DPL; d++) rows[k][lane * DPL + d] = (unsigned char)c[d];
-            if ((lane * DPL & 31) == 0) ((__half *)(rows[k] + HD))[lane * DPL >> 5] = sc;
-        }
-    } else if (kv) {
-        fd_norm_rope<DPL>(a, xk, gk, fr, p, 1.0f, xw, v);
-        __nv_bfloat16 *kc = (__nv_bfloat16 *)a.kc + ((long)kvh * a.n_ctx + p) * HD + lane * DPL;
-        __nv_bfloat16 *vc = (__nv_bfloat16 *)a.vc + ((long)kvh * a.n_ctx + p) * HD + lane * DPL;
+                for (int d = 0; d < DPL; d++) rows[k][lane * DPL + d] = (unsigned char)c[d];
+                if ((lane * DPL & 31) == 0) ((__half *)(rows[k] + HD))[lane * DPL >> 5] = sc;
+            }
+        } else {
+            __nv_bfloat16 *kc = (__nv_bfloat16 *)a.kc + ((long)kvh * a.n_ctx + p) * HD + lane * DPL;
+            __nv_bfloat16 *vc = (__nv_bfloat16 *)a.vc + ((long)kvh * a.n_ctx + p) * HD + lane * DPL;
 #pragma unroll
-        for (int d = 0; d < DPL; d++) {
-            kc[d] = __float2bfloat16(v[d]);
-            vc[d] = __float2bfloat16(xv[d]);
+            for (int d = 0; d < DPL; d++) {
+                kc[d] = __float2bfloat16(v[d]);
+                vc[d] = __float2bfloat16(xv[d]);
+            }
         }
     }
 }
@@ -391,9 +394,13 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
     int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int G = a.NH / a.NKV;
     int n = *a.pos + 1; /* written by the previous step's k_finish: final before this step's first kernel */
+    bool app = a.xs && split == NS; /* a.xs: the block of position n - 1 alone (attn_dec_args.xs) */
     NS = attn_fd_used(NS, a.minpos, n);
-    if (split >= NS) return; /* a split past those this context needs (uniform in the block) */
-    int lo = (int)((long)split * n / NS), hi = (int)((long)(split + 1) * n / NS);
+    if (app) split = NS; /* its partial follows the used splits' */
+    else if (split >= NS) return; /* a split past those this context needs (uniform in the block) */
+    int nr = a.xs ? n - 1 : n; /* positions the splits share */
+    int lo = app ? n - 1 : (int)((long)split * nr / NS), hi = app ? n : (int)((long)(split + 1) * nr / NS);
+    bool appends = a.xs ? app : split == NS - 1; /* this block appends the K / V rows of position n - 1 */
     /* the prep's weights into shared memory and (PDL: before the wait) the split's cached K/V rows,
      * all but position n - 1 which this launch appends, on their way into L2, so that the loop
      * below starts on L2 hits instead of DRAM round trips */
@@ -454,7 +461,7 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
     }
     __syncthreads(); /* the weights in shared memory */
     ln_trace(a.tr, 41);
-    if (a.fused) attn_fd_prep<DPL, FG>(a, kvh, n - 1, split == NS - 1, qs, wo, gq, gk, fr, g0); /* wo is free until the merge */
+    if (a.fused) attn_fd_prep<DPL, FG>(a, kvh, n - 1, appends, qs, wo, gq, gk, fr, g0); /* wo is free until the merge */
     else
         for (int i = threadIdx.x; i < FG * HD; i += blockDim.x) qs[i] = g0 * HD + i < G * HD ? a.q[(long)kvh * G * HD + g0 * HD + i] : 0.0f;
     ln_trace(a.tr, 42);
@@ -629,7 +636,7 @@ __global__ void __launch_bounds__(FD_WARPS * 32, FG < FD_G ? 2 : 1) k_attn_decod
     extern __shared__ __align__(16) float fsm[];
     ln_trace(a.tr, 0);
     constexpr int NHG = FD_G / FG;
-    attn_fd_block<DPL, NC, FG, Q8, MMA>(a, blockIdx.x / NHG, blockIdx.y, gridDim.y, fsm, true, (blockIdx.x % NHG) * FG); /* waits after its prefetch, then triggers */
+    attn_fd_block<DPL, NC, FG, Q8, MMA>(a, blockIdx.x / NHG, blockIdx.y, gridDim.y - a.xs, fsm, true, (blockIdx.x % NHG) * FG); /* waits after its prefetch, then triggers */
     ln_trace(a.tr, 2);
 }
 
