@@ -18,10 +18,12 @@
  * tok/s with 120 KB + the carveout; 130-200 KB the same as 120). carveout: prefer the largest
  * shared-memory split for these kernels (an SM changes its split only when idle, and a block of
  * 120 KB fits no smaller split); < 0 the default (on), 0 off. LILAC_CUDA_LN_SMEM=<KB> and
- * LILAC_CUDA_LN_CARVE=0|1 set them. pad: every launch asks for the whole smem_cap, not just the
- * ring it fills (LILAC_CUDA_LN_PAD=1): the small kernels (the router's 64 blocks, MoE down) then
+ * LILAC_CUDA_LN_CARVE=0|1 set them. pad (bits, LILAC_CUDA_LN_PAD): 1 every launch asks for the
+ * whole smem_cap, not just the ring it fills: the small kernels (the router's blocks, MoE down) then
  * cannot double up on an SM either, but a kernel's blocks enter an SM only as the previous
- * kernel's leave (measured slower: 445 vs 475 tok/s). npre: a dense GEMV requests only its first npre
+ * kernel's leave (measured slower: 445 vs 475 tok/s); 2 only the dense GEMVs with K >= 4096 (the
+ * attention out-projection) and 4 only the router's launch (the engine's default 6, session 17:
+ * +4.3 tok/s; the trace had two of their blocks on one SM beside the combine's). npre: a dense GEMV requests only its first npre
  * stages before griddepcontrol.wait and the rest after its prologue (0: all before; LILAC_CUDA_LN_PRE,
  * default 1: the prologue's loads of x no longer queue behind the whole burst; session 7 measured
  * 538.6 / 527.5 / 521.8 tok/s for 1 / 2 / 3 with paired tiles, 521 vs 514 for 2 vs all without).
