@@ -290,7 +290,10 @@ static int run_decode(const qwen_model *m, const int32_t *tok, int P, int D, flo
  *   loop: q and the probabilities rounded to bf16 (as flash2 prefill does) instead of fp32;
  * - the appended position in a flash-decoding block of its own (LILAC_CUDA_FD_XS=1, the default)
  *   against the last split appending it: one split fewer over the other positions, one partial
- *   more in the combine. */
+ *   more in the combine;
+ * - the attention combine at 32 dims per block (LILAC_CUDA_COMB_ND=32, the default) against 64:
+ *   16 groups of splits either way, so the same sums per dim; what can break is the grid's cover of
+ *   the dims (a dim no block writes leaves the attention output stale). */
 static void test_switch_equal(const char *preset, int P, int D, const char *var, const char *on, const char *off, const char *what,
                               int greedy) {
     qwen_model *m = NULL;
@@ -731,6 +734,7 @@ int main(int argc, char **argv) {
     test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_FD_MMA", "1", "0", "the tensor-core flash-decoding loop (q8 cache)", 1);
     /* the appended position in a block of its own: 65 splits of the other 1199+ positions, other sums */
     test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_FD_XS", "1", "0", "the appended position in a flash-decoding block of its own", 1);
+    test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_COMB_ND", "32", "64", "the combine at 32 dims per block", 1);
     setenv("LILAC_CUDA_KV", "bf16", 1);
     test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_FD_MMA", "1", "0", "the tensor-core flash-decoding loop (bf16 cache)", 1);
     unsetenv("LILAC_CUDA_KV");

@@ -72,7 +72,11 @@ __device__ __forceinline__ void ln_trace(unsigned long long *tr, int k) {
         if (blockIdx.x == 0) { tr[0] = ln_now(); tr[5] = gridDim.x; }
         atomicMax(tr + 7, ln_now());
     } else {
-        atomicMax(tr + k, ln_now());
+        unsigned long long t = ln_now();
+        atomicMax(tr + k, t);
+        /* who is last: the block id beside the time ([48 + k - 1] for the wait, done, prologue and
+         * first tile; 48 bits of time wrap every 78 hours, not within a step) */
+        if (k <= 4) atomicMax(tr + 47 + k, (t << 16) | (unsigned long long)((blockIdx.y * gridDim.x + blockIdx.x) & 0xffffu));
     }
 }
 #else

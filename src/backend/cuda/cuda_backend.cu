@@ -51,7 +51,7 @@ extern "C" {
 #include "lean.h"
 
 #define LN_TR_MAX 1024
-#define LN_TRS_HOST 48 /* LN_TRS of k_lean.cuh */
+#define LN_TRS_HOST 52 /* LN_TRS of k_lean.cuh */
 
 #define CU_TRY(call)                                                                                      \
     do {                                                                                                  \
@@ -134,6 +134,8 @@ struct cu_backend {
     unsigned long long *fz_bar;           /* its grid barrier counter (device) */
     int fd_fg;                            /* query heads per flash-decoding block: 8 (default) or 4 (LILAC_CUDA_FD_FG=4: fits next to the projection before it) */
     int fd_mma;                           /* flash-decoding with the tensor-core loop (HD 256, 8 heads per kv head; LILAC_CUDA_FD_MMA=0: the per-position loop) */
+    int comb_nd;                          /* the attention combine's dims per block (LILAC_CUDA_COMB_ND: 32 default: twice the
+                                           * blocks of half the threads, +2.3 tok/s at 4K, session 19; 64 as before) */
     int fd_nsdiv;                         /* with fd_fg 4: splits = the 8-head blocks' / fd_nsdiv (LILAC_CUDA_FD_NSDIV, default 2) */
     int pfnext;                           /* the MoE down prefetches the next input projection into L2: 0 off, 1 after its wait, 2 at entry */
     int gdn_fuse;                         /* GDN step + out-projection in one launch (k_lgdn.cuh; default; LILAC_CUDA_GDN_FUSE=0 off,
@@ -673,6 +675,33 @@ static void ln_trace_print(cu_backend *b, int pos) {
             if (c[j]) fprintf(stderr, " [%d] %.2f", 40 + j, sp[j] / c[j]);
         fprintf(stderr, "\n");
     }
+    /* who is last (stamps 48..51): per kernel name, the blocks most often last past the wait, the
+     * prologue and the first tile, and last done, with their counts over the step's launches */
+    for (int k = 0; k < nn; k++) {
+        static const int slot[4] = {48, 50, 51, 49};
+        static const char *what[4] = {"wait", "pro", "tile", "done"};
+        fprintf(stderr, "  %-18s last block:", names[k]);
+        for (int q = 0; q < 4; q++) {
+            int id[64], n[64], m = 0;
+            for (int i = 1; i < b->ln_n; i++) {
+                const unsigned long long *r = h + (size_t)S * i;
+                if (strcmp(b->ln_names[i], names[k]) || !r[slot[q]]) continue;
+                int v = (int)(r[slot[q]] & 0xffffu), j = 0;
+                while (j < m && id[j] != v) j++;
+                if (j == m) { if (m == 64) continue; id[m] = v; n[m++] = 0; }
+                n[j]++;
+            }
+            fprintf(stderr, " %s", what[q]);
+            for (int t = 0; t < 2 && t < m; t++) { /* the two most frequent */
+                int bi = t;
+                for (int j = t + 1; j < m; j++) if (n[j] > n[bi]) bi = j;
+                int ti = id[t], tn = n[t]; id[t] = id[bi]; n[t] = n[bi]; id[bi] = ti; n[bi] = tn;
+                fprintf(stderr, " b%d x%d", id[t], n[t]);
+            }
+            if (m > 2) fprintf(stderr, " +%d", m - 2);
+        }
+        fprintf(stderr, "\n");
+    }
     for (int i = 0; i < b->ln_n && i < 14; i++) {
         const unsigned long long *r = h + (size_t)S * i;
         fprintf(stderr, "  %-18s entry %8.2f wait %8.2f pro %8.2f tile %8.2f done %8.2f\n", b->ln_names[i], (r[0] - t0) / 1e3,
@@ -982,8 +1011,17 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
             }
             da.tr = b->fd_ns && fused ? ln_slot(b, "attn.combine") : NULL;
             if (!fold) da.flraw = NULL;
-            /* 64 dims of a head per block: 4 x the blocks, each reading a quarter of the partials */
-            launch_pdl(b, fold ? k_attn_combine<true> : k_attn_combine<false>, dim3(NH, HD % 64 == 0 && HD > 64 ? HD / 64 : 1), dim3(ATT_COMB_THREADS), 0, da);
+            { /* a head's dims over HD / nd blocks of nd x 16 threads (16 groups of splits): nd = comb_nd
+               * (32: 128 blocks of 512 threads at HD 256, session 19), or 64 where 32 does not divide
+               * HD or the router fold's rows (H / 8 threads each) do not divide the block */
+                int nd = HD % b->comb_nd == 0 && HD > b->comb_nd ? b->comb_nd : HD % 64 == 0 && HD > 64 ? 64 : HD;
+                int nt = nd < 64 && nd != HD ? nd * (ATT_COMB_THREADS / 64) : ATT_COMB_THREADS;
+                if (fold && nt % (H >> 3)) {
+                    nd = HD % 64 == 0 && HD > 64 ? 64 : HD;
+                    nt = ATT_COMB_THREADS;
+                }
+                launch_pdl(b, fold ? k_attn_combine<true> : k_attn_combine<false>, dim3(NH, HD / nd), dim3(nt), 0, da);
+            }
             da.tr = NULL;
             prof_end(b, "attn.decode", (double)(s->pos + 1) * NKV * HD * 4, 0);
             launch_gemv(b, pl.out, "attn.out_gemv", &b->q2);
@@ -2095,6 +2133,7 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     b->fd_fg = getenv("LILAC_CUDA_FD_FG") && atoi(getenv("LILAC_CUDA_FD_FG")) == 4 ? 4 : 8;
     /* session 12: flash-decoding's loop on tensor cores (k_attn_dec.cuh, fd_mma_tile) */
     b->fd_mma = !(getenv("LILAC_CUDA_FD_MMA") && !atoi(getenv("LILAC_CUDA_FD_MMA")));
+    b->comb_nd = getenv("LILAC_CUDA_COMB_ND") && atoi(getenv("LILAC_CUDA_COMB_ND")) == 64 ? 64 : 32;
     /* the 4-head blocks' splits: the 8-head count / fd_nsdiv (2: as many blocks; 1: twice as many) */
     b->fd_nsdiv = getenv("LILAC_CUDA_FD_NSDIV") && atoi(getenv("LILAC_CUDA_FD_NSDIV")) == 1 ? 1 : 2;
     b->pfnext = getenv("LILAC_CUDA_PFNEXT") ? atoi(getenv("LILAC_CUDA_PFNEXT")) : 0; /* experiment (session 10) */

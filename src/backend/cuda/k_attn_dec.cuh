@@ -606,20 +606,31 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
     } /* per-position loop */
     __syncthreads();
     int Gb = min(FG, G - g0); /* the heads of this block */
+    /* the merge weights exp(m_w - M) once per (head, warp) instead of once per (head, warp, dim):
+     * 64 exponentials instead of 16K, the same sums in the same order (the same bits; session 19:
+     * neutral in time, the split's merge 0.6 µs shorter in the trace). q is dead after the loop:
+     * cf [FG][FD_WARPS + 1] (the weights, then M) takes its place. */
+    float *cf = qs;
+    if (threadIdx.x < Gb * FD_WARPS) {
+        int g = threadIdx.x / FD_WARPS, ww = threadIdx.x % FD_WARPS;
+        float M = -INFINITY;
+        for (int k = 0; k < FD_WARPS; k++) M = fmaxf(M, wml[(k * FG + g) * 2]);
+        cf[g * (FD_WARPS + 1) + ww] = M != -INFINITY ? __expf(wml[(ww * FG + g) * 2] - M) : 0.0f;
+        if (ww == 0) cf[g * (FD_WARPS + 1) + FD_WARPS] = M;
+    }
+    __syncthreads();
     for (int i = threadIdx.x; i < Gb * HD; i += blockDim.x) {
         int g = i / HD, d = i % HD;
-        float M = -INFINITY;
-        for (int ww = 0; ww < FD_WARPS; ww++) M = fmaxf(M, wml[(ww * FG + g) * 2]);
-        float L = 0.0f, O = 0.0f;
+        const float *e = cf + g * (FD_WARPS + 1);
+        float M = e[FD_WARPS], L = 0.0f, O = 0.0f;
         if (M != -INFINITY)
-            for (int ww = 0; ww < FD_WARPS; ww++) {
-                float e = __expf(wml[(ww * FG + g) * 2] - M);
-                L += e * wml[(ww * FG + g) * 2 + 1];
-                O += e * wo[((long)ww * FG + g) * HD + d];
-            }
+#pragma unroll
+            for (int ww = 0; ww < FD_WARPS; ww++) O += e[ww] * wo[((long)ww * FG + g) * HD + d];
         int h = kvh * G + g0 + g;
         a.part_o[((long)split * a.NH + h) * HD + d] = O;
         if (d == 0) {
+            if (M != -INFINITY)
+                for (int ww = 0; ww < FD_WARPS; ww++) L += e[ww] * wml[(ww * FG + g) * 2 + 1];
             a.part_ml[((long)split * a.NH + h) * 2] = M;
             a.part_ml[((long)split * a.NH + h) * 2 + 1] = L;
         }

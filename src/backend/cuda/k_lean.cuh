@@ -96,7 +96,7 @@
  * its last tile in shared memory (how long the tiles after the first took to land), [7] the last block's
  * entry, then from byte 64 the SM
  * of each of the first 256 blocks (how blocks of one kernel share SMs). */
-#define LN_TRS 48 /* [40, 48): the fused MoE kernel's phase stamps (k_fused.cuh) */
+#define LN_TRS 52 /* [40, 48): the fused MoE kernel's phase stamps (k_fused.cuh); [48, 52): (time << 16 | block) of the last block past stamps 1..4 */
 /* ---- top-k with warp reductions (redux.sync): the same result as topk_warp (ties: lower index) */
 
 __device__ __forceinline__ uint32_t ln_fkey(float v) {

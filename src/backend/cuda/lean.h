@@ -3,7 +3,7 @@
  * gemv_args / moe_args (the layout of k_gemv.cuh) and returns 1 when it launched the kernel on st,
  * 0 when the shapes or weight types are outside what the kernel handles (the caller then uses the
  * older kernels). Launches use programmatic dependent launch when pdl != 0. tr: NULL, or a trace
- * record of LN_TRS (40) device u64 (k_lean.cuh; stamped only in -DLILAC_LN_TRACE builds).
+ * record of LN_TRS (52) device u64 (k_lean.cuh; stamped only in -DLILAC_LN_TRACE builds).
  */
 #ifndef LILAC_LEAN_H
 #define LILAC_LEAN_H
