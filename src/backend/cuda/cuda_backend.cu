@@ -137,7 +137,7 @@ struct cu_backend {
     int comb_nd;                          /* the attention combine's dims per block (LILAC_CUDA_COMB_ND: 32 default: twice the
                                            * blocks of half the threads, +2.3 tok/s at 4K, session 19; 64 as before) */
     int fd_nsdiv;                         /* with fd_fg 4: splits = the 8-head blocks' / fd_nsdiv (LILAC_CUDA_FD_NSDIV, default 2) */
-    int pfnext;                           /* the MoE down prefetches the next input projection into L2: 0 off, 1 after its wait, 2 at entry */
+    int pfnext;                           /* the MoE down prefetches the next input projection into L2: 0 off, 1 after its wait, 2 at entry (default) */
     int gdn_fuse;                         /* GDN step + out-projection in one launch (k_lgdn.cuh; default; LILAC_CUDA_GDN_FUSE=0 off,
                                            * 2: the heads' shares by fp32 atomics, not reproducible) */
     int gdn_pre;                          /* k_lgdn: 1 W slice, 2 state, 4 state into L2, 8 the fold's B slice requested before
@@ -2136,7 +2136,10 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     b->comb_nd = getenv("LILAC_CUDA_COMB_ND") && atoi(getenv("LILAC_CUDA_COMB_ND")) == 64 ? 64 : 32;
     /* the 4-head blocks' splits: the 8-head count / fd_nsdiv (2: as many blocks; 1: twice as many) */
     b->fd_nsdiv = getenv("LILAC_CUDA_FD_NSDIV") && atoi(getenv("LILAC_CUDA_FD_NSDIV")) == 1 ? 1 : 2;
-    b->pfnext = getenv("LILAC_CUDA_PFNEXT") ? atoi(getenv("LILAC_CUDA_PFNEXT")) : 0; /* experiment (session 10) */
+    /* session 10: slower (566 vs 571 at entry); session 19, the chain since moved: at entry +2.1 tok/s
+     * at 4096/1024 (3 of 3 rounds), +3.9 at 4K and +2.2 on the mean of the full bench; after the
+     * wait still -12 */
+    b->pfnext = getenv("LILAC_CUDA_PFNEXT") ? atoi(getenv("LILAC_CUDA_PFNEXT")) : 2;
     b->fuse = getenv("LILAC_CUDA_FUSE") ? atoi(getenv("LILAC_CUDA_FUSE")) : 0; /* opt-in (slower, session 7); 2: without the next projection */
     b->fd_fused = !(getenv("LILAC_CUDA_ATTN_FUSED") && !atoi(getenv("LILAC_CUDA_ATTN_FUSED")));
     b->moe_tma = !(getenv("LILAC_CUDA_MOE_TMA") && !atoi(getenv("LILAC_CUDA_MOE_TMA")));
