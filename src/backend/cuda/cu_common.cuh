@@ -68,8 +68,11 @@ __device__ __forceinline__ void ln_trace(unsigned long long *tr, int k) {
     if (k == 0) {
         unsigned smid;
         asm volatile("mov.u32 %0, %%smid;" : "=r"(smid));
-        if (blockIdx.x < 256) ((unsigned char *)(tr + 8))[blockIdx.x] = (unsigned char)smid;
-        if (blockIdx.x == 0) { tr[0] = ln_now(); tr[5] = gridDim.x; }
+        /* flat block ids: the flash-decoding and combine grids are 2-D (before session 19 every
+         * block of column 0 wrote [0], so their "entries" and "max/SM" columns were wrong) */
+        unsigned fb = blockIdx.y * gridDim.x + blockIdx.x;
+        if (fb < 256) ((unsigned char *)(tr + 8))[fb] = (unsigned char)smid;
+        if (fb == 0) { tr[0] = ln_now(); tr[5] = gridDim.x * gridDim.y; }
         atomicMax(tr + 7, ln_now());
     } else {
         unsigned long long t = ln_now();
