@@ -115,6 +115,62 @@ static void ring_run(const uint8_t *buf, size_t total, unsigned *sink, int nsm, 
     printf("ring %-22s %d stages: %4d tiles x %6d B per block, %8.1f us, %6.0f GB/s\n", name, NST, T, S, us, per / (us * 1e3));
 }
 
+/* Session 20: the lm head's bytes through registers instead of the copy engine. The probe in
+ * cuda_measure_read_bw (plain 16-byte loads, grid-stride) reads ~4.5 TB/s where the ring above
+ * peaks at ~3.6: does a warp-per-row GEMV-shaped read of the Q6_K planes (ql 1024 B, qh 512 B,
+ * scales 128 B and d 16 B per row of 2048; lane = 64-value chunk, as ln_dot_q6k reads them) get
+ * the probe's rate? R rows in flight per warp, bps blocks of 512 threads per SM. */
+template <int R>
+__global__ void __launch_bounds__(BB_THREADS) k_lsu(const uint8_t *ql, const uint8_t *qh, const uint8_t *sc, const uint8_t *dd, int rows,
+                                                   unsigned *sink) {
+    int lane = threadIdx.x & 31, c = lane, b = c >> 2, n = (c >> 1) & 1;
+    int w = (blockIdx.x * BB_THREADS + threadIdx.x) >> 5, nw = (gridDim.x * BB_THREADS) >> 5;
+    unsigned acc = 0;
+    for (int r0 = w * R; r0 < rows; r0 += nw * R) {
+        uint4 l0[R], l1[R], h0[R], h1[R];
+        uint2 s2[R];
+        unsigned short d[R];
+#pragma unroll
+        for (int k = 0; k < R; k++) {
+            int row = r0 + k < rows ? r0 + k : rows - 1;
+            const uint8_t *pl = ql + (size_t)row * 1024 + 32 * c, *ph = qh + ((size_t)row * 8 + b) * 64 + 32 * n;
+            l0[k] = __ldcs((const uint4 *)pl);
+            l1[k] = __ldcs((const uint4 *)(pl + 16));
+            h0[k] = __ldcs((const uint4 *)ph);
+            h1[k] = __ldcs((const uint4 *)(ph + 16));
+            s2[k] = __ldcs((const uint2 *)(sc + ((size_t)row * 8 + b) * 16 + 8 * n));
+            d[k] = __ldcs((const unsigned short *)(dd + ((size_t)row * 8 + b) * 2));
+        }
+#pragma unroll
+        for (int k = 0; k < R; k++) acc ^= l0[k].x ^ l1[k].w ^ h0[k].y ^ h1[k].z ^ s2[k].x ^ d[k];
+    }
+    if (acc == 0x12345678u) atomicAdd(sink, 1u); /* keep the loads */
+}
+
+template <int R>
+static void lsu_run(const uint8_t *buf, size_t total, unsigned *sink, int nsm, int bps) {
+    const int rows = 248320;
+    size_t per = (size_t)rows * (1024 + 512 + 128 + 16), off = 0;
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    float sum = 0.0f;
+    for (int it = 0; it < 11; it++) {
+        off = (off + per + 4096) % (total - per);
+        off &= ~(size_t)4095;
+        const uint8_t *ql = buf + off, *qh = ql + (size_t)rows * 1024, *sc = qh + (size_t)rows * 512, *dd = sc + (size_t)rows * 128;
+        CK(cudaEventRecord(e0));
+        k_lsu<R><<<nsm * bps, BB_THREADS>>>(ql, qh, sc, dd, rows, sink);
+        CK(cudaEventRecord(e1));
+        CK(cudaEventSynchronize(e1));
+        float ms = 0.0f;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        if (it > 0) sum += ms;
+    }
+    double us = sum * 1000.0 / 10;
+    printf("lsu  warp-per-row Q6_K planes, %d rows in flight per warp, %d blocks/SM: %8.1f us, %6.0f GB/s\n", R, bps, us, per / (us * 1e3));
+}
+
 int main() {
     int nsm = 0;
     CK(cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, 0));
@@ -200,5 +256,10 @@ int main() {
     ring_run(buf, total, sink, nsm, "1 tile, 2 blocks/SM", one, 3, 2);
     ring_run(buf, total, sink, nsm, "1 tile, 2 blocks/SM", one, 4, 2);
     ring_run(buf, total, sink, nsm, "half tile, 8 stages", half, 8);
+    lsu_run<1>(buf, total, sink, nsm, 2);
+    lsu_run<2>(buf, total, sink, nsm, 2);
+    lsu_run<4>(buf, total, sink, nsm, 2);
+    lsu_run<1>(buf, total, sink, nsm, 4);
+    lsu_run<2>(buf, total, sink, nsm, 4);
     return 0;
 }

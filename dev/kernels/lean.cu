@@ -53,7 +53,7 @@ static void run_case(const char *name, int type, int rows, int cols) {
 int main() {
     CK(cudaDeviceGetAttribute(&g_nsm, cudaDevAttrMultiProcessorCount, 0));
     CK(cudaStreamCreateWithFlags(&g_st, cudaStreamNonBlocking));
-    CK(lean_init(0, -1, 0, 1, 1, 1));
+    CK(lean_init(0, -1, 0, 1, 1, 1, 1));
     run_case("q4_K 12288x2048 (qkv+z)", GT_Q4_K, 12288, 2048);
     run_case("q4_K 8192x2048 (attn q)", GT_Q4_K, 8192, 2048);
     run_case("q4_K 2048x4096 (out)", GT_Q4_K, 2048, 4096);

@@ -42,7 +42,7 @@ int main() {
     CK(cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, 0));
     cudaStream_t st;
     CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    CK(lean_init(0, -1, 0, 1, 1, 1));
+    CK(lean_init(0, -1, 0, 1, 1, 1, 1));
     const int T = 4;
     const float eps = 1e-6f;
     std::vector<float> raw((size_t)T * CD), bv((size_t)T * HV), av((size_t)T * HV), z((size_t)T * VD), cw(CD * 4), S0((size_t)HV * DK * DV),

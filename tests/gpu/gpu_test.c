@@ -276,6 +276,19 @@ static int run_decode(const qwen_model *m, const int32_t *tok, int P, int D, flo
     return ok;
 }
 
+/* run_decode with var=on (lg[0], gen[0]), then var=off (lg[1], gen[1]); 0 (checked) when one fails */
+static int decode_both(const qwen_model *m, const char *preset, const int32_t *tok, int P, int D, const char *var, const char *on,
+                       const char *off, float *lg[2], int32_t gen[2][8]) {
+    int okrun = 1;
+    for (int k = 0; k < 2 && okrun; k++) {
+        setenv(var, k ? off : on, 1);
+        okrun = run_decode(m, tok, P, D, lg[k], gen[k]);
+        if (!okrun) check(0, "%s: decode with %s=%s: %s", preset, var, k ? off : on, ll_errmsg());
+    }
+    unsetenv(var);
+    return okrun;
+}
+
 /* A decode switch against its other setting on the same weights: a prefill of P tokens, D tokens
  * decoded one by one, then 8 greedy tokens from generate. The two settings round differently, so:
  * every row's argmax equal, the mean KL of the two distributions under 1e-3 and (`greedy`) the same
@@ -303,13 +316,7 @@ static void test_switch_equal(const char *preset, int P, int D, const char *var,
     rand_tokens(tok, P + D, V, 29);
     float *lg[2] = {malloc((size_t)D * V * 4), malloc((size_t)D * V * 4)};
     int32_t gen[2][8];
-    int okrun = 1;
-    for (int k = 0; k < 2 && okrun; k++) {
-        setenv(var, k ? off : on, 1);
-        okrun = run_decode(m, tok, P, D, lg[k], gen[k]);
-        if (!okrun) check(0, "%s: decode with %s=%s: %s", preset, var, k ? off : on, ll_errmsg());
-    }
-    unsetenv(var);
+    int okrun = decode_both(m, preset, tok, P, D, var, on, off, lg, gen);
     if (okrun) {
         cmp_stats st = compare(lg[1], lg[0], D, V);
         int same = 0;
@@ -322,6 +329,32 @@ static void test_switch_equal(const char *preset, int P, int D, const char *var,
             while (agree < 8 && gen[0][agree] == gen[1][agree]) agree++;
             printf("  (greedy generate with %s=%s and %s: the first %d of 8 tokens agree)\n", var, on, off, agree);
         }
+    }
+    free(lg[0]); free(lg[1]); free(tok);
+    qwen_model_free_synthetic(m);
+}
+
+/* A decode switch that must not move a bit: P prompt tokens, D rows decoded one by one under each
+ * setting, every logit compared bit for bit (and the greedy tokens). Used for the lm head through
+ * registers (LILAC_CUDA_LN_HEAD=1, k_lhead, the default) against the copy-engine ring (0): the same
+ * chunk dots summed in the same order, only the path of the weights differs. */
+static void test_switch_same_bits(const char *preset, int P, int D, const char *var, const char *on, const char *off, const char *what) {
+    qwen_model *m = NULL;
+    if (qwen_model_synthetic(preset, 21, &m) != LL_OK) { check(0, "synthetic: %s", ll_errmsg()); return; }
+    int V = m->hp.n_vocab;
+    int32_t *tok = malloc((size_t)(P + D) * 4);
+    rand_tokens(tok, P + D, V, 31);
+    float *lg[2] = {malloc((size_t)D * V * 4), malloc((size_t)D * V * 4)};
+    int32_t gen[2][8];
+    setenv("LILAC_CUDA_MOE_DET", "1", 1); /* the prefill's sums in a fixed order: both runs start from the same state */
+    int okrun = decode_both(m, preset, tok, P, D, var, on, off, lg, gen);
+    unsetenv("LILAC_CUDA_MOE_DET");
+    if (okrun) {
+        size_t diff = 0;
+        for (size_t i = 0; i < (size_t)D * V; i++) diff += memcmp(&lg[0][i], &lg[1][i], 4) != 0;
+        check(diff == 0, "%s: decode with %s (%s=%s vs %s), %d rows x %d logits after %d: %zu differ in any bit", preset, what, var, on, off,
+              D, V, P, diff);
+        check(!memcmp(gen[0], gen[1], sizeof(gen[0])), "%s: greedy generate with %s=%s equals %s=%s (8 tokens)", preset, var, on, var, off);
     }
     free(lg[0]); free(lg[1]); free(tok);
     qwen_model_free_synthetic(m);
@@ -735,6 +768,7 @@ int main(int argc, char **argv) {
     /* the appended position in a block of its own: 65 splits of the other 1199+ positions, other sums */
     test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_FD_XS", "1", "0", "the appended position in a flash-decoding block of its own", 1);
     test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_COMB_ND", "32", "64", "the combine at 32 dims per block", 1);
+    test_switch_same_bits("qwen3.6-35b-a3b-L4", 300, 8, "LILAC_CUDA_LN_HEAD", "1", "0", "the lm head through registers");
     setenv("LILAC_CUDA_KV", "bf16", 1);
     test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_FD_MMA", "1", "0", "the tensor-core flash-decoding loop (bf16 cache)", 1);
     unsetenv("LILAC_CUDA_KV");

@@ -1907,7 +1907,8 @@ static ll_status cu_init(cu_backend *b) {
                          getenv("LILAC_CUDA_LN_PAD") ? atoi(getenv("LILAC_CUDA_LN_PAD")) : 6,
                          getenv("LILAC_CUDA_LN_PRE") ? atoi(getenv("LILAC_CUDA_LN_PRE")) : 1,
                          !(getenv("LILAC_CUDA_LN_PAIR") && !atoi(getenv("LILAC_CUDA_LN_PAIR"))),
-                         !(getenv("LILAC_CUDA_LN_DPAIR") && !atoi(getenv("LILAC_CUDA_LN_DPAIR")))));
+                         !(getenv("LILAC_CUDA_LN_DPAIR") && !atoi(getenv("LILAC_CUDA_LN_DPAIR"))),
+                         !(getenv("LILAC_CUDA_LN_HEAD") && !atoi(getenv("LILAC_CUDA_LN_HEAD")))));
     }
     if (b->lean) { /* the fused MoE kernel's grid barrier counter: its own 128-byte line */
         LL_TRY(dev_alloc(b, (void **)&b->fz_bar, 128));

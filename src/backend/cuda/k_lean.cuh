@@ -604,6 +604,89 @@ template <> __global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lgemv<false
 #endif
 template <> __global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lgemv<true>(const __grid_constant__ lgemv_args L) { ln_gemv_body<true>(L); }
 
+/* ---- the lm head through registers (session 20). The copy-engine ring of k_lgemv<true> streams
+ * the head's 417 MB (Q6_K, 248,320 x 2048) at ~3.6 TB/s at best (lab bulkbw: 117 µs; the engine's
+ * head ~110 µs), plain 16-byte loads from every warp at ~4.2 TB/s (99 µs, the same run). A warp takes
+ * whole rows of K = 2048: lane c loads and dots the 64-value chunk c exactly as k_lgemv<true>'s thread
+ * (rr, c) does from its tile, and the row's 32 partial sums meet in the same shuffle order, so the
+ * logits (and the argmax) are the same bits. The next row's bytes are in flight while the warp dots
+ * the current one (session 20: +3.4 tok/s at 4K, 112 vs 118 µs in the trace). grid: nsm x LN_LHEAD_BPS
+ * blocks of LN_THREADS (80 registers at one per SM), dynamic smem qact_smem_bytes(K); segment 0 only,
+ * Q6_K, K = 2048 (the host checks). Trace: no tiles, so stamp 4 is the prologue's end ("1st tile" 0,
+ * "rest" the row loop). */
+struct ln_q6row { uint4 l0, l1, h0, h1; uint2 s; unsigned short d; };
+__device__ __forceinline__ void ln_head_load(const gmat &W, int row, int c, ln_q6row &q) {
+    int b = c >> 2, n = (c >> 1) & 1; /* the chunk's superblock and its half (qh, scales) */
+    const uint8_t *pl = W.q + (size_t)row * 1024 + 32 * c, *ph = W.qh + ((size_t)row * 8 + b) * 64 + 32 * n;
+    q.l0 = __ldcs((const uint4 *)pl);
+    q.l1 = __ldcs((const uint4 *)(pl + 16));
+    q.h0 = __ldcs((const uint4 *)ph);
+    q.h1 = __ldcs((const uint4 *)(ph + 16));
+    q.s = __ldcs((const uint2 *)(W.sc + ((size_t)row * 8 + b) * 16 + 8 * n));
+    q.d = __ldcs((const unsigned short *)W.d + (size_t)row * 8 + b);
+}
+#ifndef LN_LHEAD_BPS
+#define LN_LHEAD_BPS 1 /* k_lhead blocks per SM (2: 64 registers, spills; -7 tok/s, session 20) */
+#endif
+#ifndef LN_LHEAD_R
+#define LN_LHEAD_R 1 /* rows a warp dots per step, with as many more in flight */
+#endif
+__global__ void __launch_bounds__(LN_THREADS, LN_LHEAD_BPS) k_lhead(const __grid_constant__ lgemv_args L) {
+    extern __shared__ __align__(16) unsigned char sm[];
+    __shared__ float red[32];
+    __shared__ unsigned long long best_s[LN_THREADS / 32];
+    const gemv_args &a = L.a;
+    const gmat &W = a.seg[0].W;
+    ln_trace(L.trace, 0);
+    int c = threadIdx.x & 31, NW = gridDim.x * (LN_THREADS / 32), rows = W.rows;
+    int row = blockIdx.x * (LN_THREADS / 32) + (threadIdx.x >> 5);
+    ln_q6row cur, nxt;
+    if (row < rows) ln_head_load(W, row, c, cur); /* static weights: before the wait */
+    pdl_wait();
+    pdl_trigger();
+    ln_trace(L.trace, 1);
+    qact Q;
+    float rn = ln_prologue(a, sm, red, &Q);
+    ln_trace(L.trace, 40);
+    ln_act A;
+    ln_act_q6k(Q, 0, c, A);
+    ln_act_scale(A, rn);
+    ln_trace(L.trace, 3);
+    ln_trace(L.trace, 4);
+    unsigned long long best = 0;
+    auto dot_row = [&](const ln_q6row &q, int r) { /* row r's logit (lane 0 stores it) */
+        float v = ln_dot_q6k((const unsigned char *)&q.l0, (const unsigned char *)&q.h0, (const int8_t *)&q.s,
+                             __half2float(__ushort_as_half(q.d)), c & 1, A);
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        if (c == 0) {
+            a.seg[0].y[r] = v;
+            unsigned long long p = argmax_pack(v, r);
+            best = p > best ? p : best;
+        }
+    };
+#if LN_LHEAD_R == 2 /* two rows in flight behind the two being dotted */
+    ln_q6row cur2, nxt2;
+    if (row + NW < rows) ln_head_load(W, row + NW, c, cur2);
+    for (; row < rows; row += 2 * NW) {
+        if (row + 2 * NW < rows) ln_head_load(W, row + 2 * NW, c, nxt);
+        if (row + 3 * NW < rows) ln_head_load(W, row + 3 * NW, c, nxt2);
+        dot_row(cur, row);
+        if (row + NW < rows) dot_row(cur2, row + NW);
+        cur = nxt;
+        cur2 = nxt2;
+    }
+#else
+    for (; row < rows; row += NW) {
+        if (row + NW < rows) ln_head_load(W, row + NW, c, nxt);
+        dot_row(cur, row);
+        cur = nxt;
+    }
+#endif
+    ln_trace(L.trace, 6);
+    gemv_argmax_block(a, best, best_s);
+    ln_trace(L.trace, 2);
+}
+
 /* ---- MoE gate/up + SwiGLU. Tiles: TH = LN_THREADS / C rows of h (C = H / 64 chunks per row), i.e.
  * TH gate rows then the same TH up rows of one slot (36 KB for H = 2048); thread (row rr, chunk c)
  * dots chunk c of gate row rr AND of up row rr, so its two dot chains are independent (ILP) and

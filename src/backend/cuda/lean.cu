@@ -57,11 +57,13 @@ static int ln_pad = 0;
 static int ln_pair = 1;   /* k_lgemv's paired Q4_K tiles (lean_init; LILAC_CUDA_LN_PAIR=0 off) */
 static int ln_npre = 1;   /* k_lgemv stages requested before the wait (lean_init; 0: all) */
 static int ln_dpair = 1;  /* k_lmoe_down: tiles of two passes (lean_init) */
+static int ln_head = 1;   /* the lm head through registers, k_lhead, where it applies (lean_init) */
 static size_t fz_dyn = 0; /* dynamic shared memory of a k_fused_moe block (lean_init; 0: off) */
 #define LN_SMEM_LIMIT (220 * 1024) /* at most (<= 227 KB on sm_90) */
 
-cudaError_t lean_init(size_t smem_cap, int carveout, int pad, int npre, int pair, int dpair) {
+cudaError_t lean_init(size_t smem_cap, int carveout, int pad, int npre, int pair, int dpair, int head) {
     ln_pad = pad;
+    ln_head = head;
     ln_dpair = dpair;
     ln_npre = npre;
     ln_pair = pair;
@@ -156,6 +158,15 @@ static int ln_gemv_plan(const gemv_args &a, size_t stage, lgemv_args *L) {
 int lean_gemv(const void *args, int nsm, int pdl, cudaStream_t st, unsigned long long *tr) {
     const gemv_args &a = *(const gemv_args *)args;
     lgemv_args L;
+    if (ln_head && a.argmax && a.nseg == 1 && a.seg[0].W.type == GT_Q6_K && a.K == 2048 && a.seg[0].W.cols == 2048 &&
+        a.seg[0].epi != EPI_ADD && a.pro == PRO_RMSNORM && qact_smem_bytes(a.K) <= 48 * 1024) {
+        /* the lm head through registers (k_lhead): one block per SM, a warp per row */
+        memset(&L, 0, sizeof(L));
+        L.a = a;
+        L.trace = tr;
+        ln_launch(k_lhead, nsm * LN_LHEAD_BPS, LN_THREADS, qact_smem_bytes(a.K), pdl, st, L);
+        return 1;
+    }
     /* the lm head (argmax) takes stages of whole Q6_K tiles: 16 rows of 2048 = 27 KB, every thread
      * busy; rows of <= 32 chunks take stages of paired Q4_K tiles (36 KB at K = 2048) */
     size_t stage = a.argmax ? LN_STAGE_HEAD : (ln_pair && (a.K >> 6) <= 32 ? 2 * LN_STAGE : LN_STAGE);

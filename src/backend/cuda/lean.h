@@ -29,8 +29,10 @@
  * 538.6 / 527.5 / 521.8 tok/s for 1 / 2 / 3 with paired tiles, 521 vs 514 for 2 vs all without).
  * pair: Q4_K rows of <= 32 chunks in tiles of twice the rows, a thread dotting two (LILAC_CUDA_LN_PAIR,
  * default 1). dpair: MoE down tiles of twice the rows, a thread dotting two (LILAC_CUDA_LN_DPAIR,
- * default 1): half the bulk copies a block issues before its wait. */
-cudaError_t lean_init(size_t smem_cap, int carveout, int pad, int npre, int pair, int dpair);
+ * default 1): half the bulk copies a block issues before its wait. head: the lm head (a Q6_K argmax
+ * GEMV of K = 2048) through registers, a warp per row (k_lhead, LILAC_CUDA_LN_HEAD, default 1), or
+ * 0 through the copy-engine ring of the other GEMVs; the same bits either way. */
+cudaError_t lean_init(size_t smem_cap, int carveout, int pad, int npre, int pair, int dpair, int head);
 /* 1 when lean.cu was built with -DLILAC_LN_TRACE (the kernels stamp trace records). */
 int lean_trace_built(void);
 /* y_s (+)= W_s x̂ (gemv_args without argmax): k_lgemv. */
