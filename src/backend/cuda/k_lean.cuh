@@ -611,7 +611,7 @@ template <> __global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lgemv<true>
  * (rr, c) does from its tile, and the row's 32 partial sums meet in the same shuffle order, so the
  * logits (and the argmax) are the same bits. The next row's bytes are in flight while the warp dots
  * the current one (session 20: +3.4 tok/s at 4K, 112 vs 118 µs in the trace). grid: nsm x LN_LHEAD_BPS
- * blocks of LN_THREADS (80 registers at one per SM), dynamic smem qact_smem_bytes(K); segment 0 only,
+ * blocks of LN_LHEAD_THREADS (80 registers at one block of 512 per SM), dynamic smem qact_smem_bytes(K); segment 0 only,
  * Q6_K, K = 2048 (the host checks). Trace: no tiles, so stamp 4 is the prologue's end ("1st tile" 0,
  * "rest" the row loop). */
 struct ln_q6row { uint4 l0, l1, h0, h1; uint2 s; unsigned short d; };
@@ -628,18 +628,21 @@ __device__ __forceinline__ void ln_head_load(const gmat &W, int row, int c, ln_q
 #ifndef LN_LHEAD_BPS
 #define LN_LHEAD_BPS 1 /* k_lhead blocks per SM (2: 64 registers, spills; -7 tok/s, session 20) */
 #endif
+#ifndef LN_LHEAD_THREADS
+#define LN_LHEAD_THREADS LN_THREADS /* k_lhead's block (warps = rows in flight) */
+#endif
 #ifndef LN_LHEAD_R
 #define LN_LHEAD_R 1 /* rows a warp dots per step, with as many more in flight */
 #endif
-__global__ void __launch_bounds__(LN_THREADS, LN_LHEAD_BPS) k_lhead(const __grid_constant__ lgemv_args L) {
+__global__ void __launch_bounds__(LN_LHEAD_THREADS, LN_LHEAD_BPS) k_lhead(const __grid_constant__ lgemv_args L) {
     extern __shared__ __align__(16) unsigned char sm[];
     __shared__ float red[32];
-    __shared__ unsigned long long best_s[LN_THREADS / 32];
+    __shared__ unsigned long long best_s[LN_LHEAD_THREADS / 32];
     const gemv_args &a = L.a;
     const gmat &W = a.seg[0].W;
     ln_trace(L.trace, 0);
-    int c = threadIdx.x & 31, NW = gridDim.x * (LN_THREADS / 32), rows = W.rows;
-    int row = blockIdx.x * (LN_THREADS / 32) + (threadIdx.x >> 5);
+    int c = threadIdx.x & 31, NW = gridDim.x * (LN_LHEAD_THREADS / 32), rows = W.rows;
+    int row = blockIdx.x * (LN_LHEAD_THREADS / 32) + (threadIdx.x >> 5);
     ln_q6row cur, nxt;
     if (row < rows) ln_head_load(W, row, c, cur); /* static weights: before the wait */
     pdl_wait();

@@ -164,7 +164,7 @@ int lean_gemv(const void *args, int nsm, int pdl, cudaStream_t st, unsigned long
         memset(&L, 0, sizeof(L));
         L.a = a;
         L.trace = tr;
-        ln_launch(k_lhead, nsm * LN_LHEAD_BPS, LN_THREADS, qact_smem_bytes(a.K), pdl, st, L);
+        ln_launch(k_lhead, nsm * LN_LHEAD_BPS, LN_LHEAD_THREADS, qact_smem_bytes(a.K), pdl, st, L);
         return 1;
     }
     /* the lm head (argmax) takes stages of whole Q6_K tiles: 16 rows of 2048 = 27 KB, every thread
