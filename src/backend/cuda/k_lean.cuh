@@ -610,8 +610,8 @@ template <> __global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lgemv<true>
  * whole rows of K = 2048: lane c loads and dots the 64-value chunk c exactly as k_lgemv<true>'s thread
  * (rr, c) does from its tile, and the row's 32 partial sums meet in the same shuffle order, so the
  * logits (and the argmax) are the same bits. The next row's bytes are in flight while the warp dots
- * the current one (session 20: +3.4 tok/s at 4K, 112 vs 118 µs in the trace). grid: nsm x LN_LHEAD_BPS
- * blocks of LN_LHEAD_THREADS (80 registers at one block of 512 per SM), dynamic smem qact_smem_bytes(K); segment 0 only,
+ * the current one (session 20: +4.5 tok/s at 4K over the ring, 24 warps per SM; 16 warps: +1.4..3.4,
+ * two rows per step at 16 warps: +3.0). grid: nsm x LN_LHEAD_BPS blocks of LN_LHEAD_THREADS, dynamic smem qact_smem_bytes(K); segment 0 only,
  * Q6_K, K = 2048 (the host checks). Trace: no tiles, so stamp 4 is the prologue's end ("1st tile" 0,
  * "rest" the row loop). */
 struct ln_q6row { uint4 l0, l1, h0, h1; uint2 s; unsigned short d; };
@@ -629,10 +629,10 @@ __device__ __forceinline__ void ln_head_load(const gmat &W, int row, int c, ln_q
 #define LN_LHEAD_BPS 1 /* k_lhead blocks per SM (2: 64 registers, spills; -7 tok/s, session 20) */
 #endif
 #ifndef LN_LHEAD_THREADS
-#define LN_LHEAD_THREADS LN_THREADS /* k_lhead's block (warps = rows in flight) */
+#define LN_LHEAD_THREADS 768 /* k_lhead's block: 24 warps, 74 registers (session 20: +3.1 tok/s over 512) */
 #endif
 #ifndef LN_LHEAD_R
-#define LN_LHEAD_R 1 /* rows a warp dots per step, with as many more in flight */
+#define LN_LHEAD_R 1 /* rows a warp dots per step, as many more in flight (2: 112 registers, 512 threads only: +1.6 there) */
 #endif
 __global__ void __launch_bounds__(LN_LHEAD_THREADS, LN_LHEAD_BPS) k_lhead(const __grid_constant__ lgemv_args L) {
     extern __shared__ __align__(16) unsigned char sm[];
