@@ -54,6 +54,13 @@
 #ifndef LN_DOWN_XPRE
 #define LN_DOWN_XPRE 1
 #endif
+/* MoE gate/up with the fold: warp 0 requests every routed stage right after its top-k while the
+ * other warps run the prologue behind a named barrier (experiment, session 20: written without a
+ * device, not yet measured; 0 = as before: the first routed stage after the top-k, the rest after
+ * the prologue's block barrier) */
+#ifndef LN_GU_NB
+#define LN_GU_NB 0
+#endif
 #define LN_BPS (LN_THREADS >= 512 ? 1 : 512 / LN_THREADS)
 #define LN_MINB (LN_THREADS >= 1024 ? 1 : 1024 / LN_THREADS)
 #define LN_DOWN_MINB (LN_DOWN_THREADS > 576 ? 1 : 1152 / LN_DOWN_THREADS)
@@ -246,12 +253,19 @@ __device__ __forceinline__ void ln_quant_store4(float4 v, int e, int l, float *x
 __device__ __forceinline__ float4 ln_ld4(const float *p, bool cg) { return cg ? __ldcg((const float4 *)p) : *(const float4 *)p; }
 /* CG: x (and z) were written by other blocks of this launch (k_fused.cuh): loads bypass L1 */
 /* W0: the first W0 warps take no pieces (they are busy elsewhere; they still meet the barrier) */
-template <bool CG = false, int W0 = 0>
+/* NB (with W0 > 0; RMSNorm): the first W0 warps return at once and the others meet at named barrier
+ * 1 instead of the block's, so that the first W0 can go on with other work; after a __syncthreads
+ * of its own the caller's first W0 warps get the factor from ln_rn_red (experiment LN_GU_NB) */
+template <bool CG = false, int W0 = 0, bool NB = false>
 __device__ __forceinline__ float ln_prologue(const gemv_args &a, unsigned char *sm, float *red, qact *Q) {
     float *xf, *dx, *s16;
     int8_t *xq;
     qact_carve(sm, a.K, &xf, &xq, &dx, &s16);
     int w = (int)(threadIdx.x >> 5) - W0, l = threadIdx.x & 31, nw = (int)(blockDim.x >> 5) - W0, K = a.K, np = K >> 7;
+    if (NB && w < 0) {
+        *Q = qact{xf, xq, dx, s16};
+        return 1.0f; /* not the factor: ln_rn_red after the caller's block barrier */
+    }
     float ss = 0.0f;
     for (int p0 = w; (W0 == 0 || p0 >= 0) && p0 < np; p0 += LN_PRO_PPW * nw) {
         float4 xv[LN_PRO_PPW], gv[LN_PRO_PPW], zv[LN_PRO_PPW];
@@ -291,11 +305,19 @@ __device__ __forceinline__ float ln_prologue(const gemv_args &a, unsigned char *
         ss = warp_sum(ss);
         if (l == 0) red[w + W0] = ss;
     }
-    __syncthreads();
+    if (NB) asm volatile("bar.sync 1, %0;" ::"r"(32 * nw) : "memory");
+    else __syncthreads();
     *Q = qact{xf, xq, dx, s16};
     if (a.pro != PRO_RMSNORM) return 1.0f;
-    float t = l < nw + W0 ? red[l] : 0.0f;
+    float t = l < nw + W0 && (!NB || l >= W0) ? red[l] : 0.0f;
     return rsqrtf(warp_sum(t) / (float)K + a.eps);
+}
+/* RMSNorm's factor from the warps' sums of squares that ln_prologue<.., W0, true> left in red[W0 ..
+ * warps): for the first W0 warps, after a block barrier */
+__device__ __forceinline__ float ln_rn_red(const float *red, int W0, int K, float eps) {
+    int l = threadIdx.x & 31;
+    float t = l >= W0 && l < (int)(blockDim.x >> 5) ? red[l] : 0.0f;
+    return rsqrtf(warp_sum(t) / (float)K + eps);
 }
 
 /* Q4_K chunk dot. qs: the chunk's 32 bytes; meta: its block's 16 bytes (d, dmin, 12 scale bytes);
@@ -788,6 +810,24 @@ __global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lmoe_gu(const __grid_co
         pdl_wait();
         pdl_trigger();
         ln_trace(L.tr, 1);
+#if LN_GU_NB
+        /* experiment (session 20, not yet measured): warp 0 takes the top-k and requests EVERY routed
+         * stage, the other warps the prologue behind a named barrier of their own, so that the
+         * later stages' requests need not wait for the prologue's end (~1 µs later) and the
+         * prologue need not wait for ~150 ns per copy; one block barrier after both */
+        float rn = 1.0f;
+        if (warp == 0) {
+            if (LN_GU_WB && blockIdx.x == wb && tid == 0 && a.FS) lsh = a.logits[a.E];
+            ln_topk<false, false>(a.logits, a.E, a.k, ids, wts);
+            ln_trace(L.tr, 44);
+            if (tid == 0) issue_routed(pre, NST);
+            ln_trace(L.tr, 45);
+        }
+        rn = ln_prologue<false, 1, true>(pa, sm + (size_t)NST * L.stage, red, &Q);
+        __syncthreads(); /* ids[] (warp 0) and the quantized x (the others) */
+        if (warp == 0) rn = ln_rn_red(red, 1, pa.K, pa.eps);
+        if (!LN_GU_WB && blockIdx.x == wb && tid == 0 && a.FS) lsh = a.logits[a.E];
+#else
         if (warp == 0) { /* the first routed stage only: the rest after the barrier (each copy costs
                           * ~150 ns of issue, which the other warps would wait out at the barrier) */
             if (LN_GU_WB && blockIdx.x == wb && tid == 0 && a.FS) lsh = a.logits[a.E]; /* with the top-k's loads */
@@ -799,6 +839,7 @@ __global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lmoe_gu(const __grid_co
         float rn = ln_prologue<false, 1>(pa, sm + (size_t)NST * L.stage, red, &Q);
         if (!LN_GU_WB && blockIdx.x == wb && tid == 0 && a.FS) lsh = a.logits[a.E];
         if (tid == 0) issue_routed(pre + 1, NST);
+#endif
         ln_act_q4k(Q, 0, c, A);
         ln_act_scale(A, rn);
         ln_trace(L.tr, 3);
