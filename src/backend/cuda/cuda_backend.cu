@@ -894,6 +894,26 @@ static void seq_kv(const cu_backend *b, const cu_seq *s, int a, __nv_bfloat16 **
     *vc = (__nv_bfloat16 *)((unsigned char *)s->kv + ((size_t)a * 2 + 1) * plane);
 }
 
+/* The byte ranges of layer l + 1's input projection (none after the last layer): what a kernel of
+ * layer l asks the L2 to fetch ahead (LILAC_CUDA_PFNEXT). */
+static void decode_pf_next(cu_backend *b, int l, float *xc, lean_pf *pf) {
+    pf->n = 0;
+    if (l + 1 >= b->hp.n_layer) return;
+    pk_layer pn;
+    decode_layer_args(b, l + 1, &pn, xc, xc);
+    for (int i = 0; i < pn.in.nseg && pf->n + 4 <= LEAN_PF_MAX; i++) {
+        const gmat &W = pn.in.seg[i].W;
+        size_t nb = (size_t)W.rows * (W.cols >> 8);
+        if (W.type == GT_Q4_K || W.type == GT_Q6_K) {
+            pf->p[pf->n] = W.q; pf->bytes[pf->n++] = nb * 128;
+            pf->p[pf->n] = W.sc; pf->bytes[pf->n++] = nb * 16;
+            if (W.type == GT_Q6_K) { pf->p[pf->n] = W.qh; pf->bytes[pf->n++] = nb * 64; pf->p[pf->n] = W.d; pf->bytes[pf->n++] = nb * 2; }
+        } else if (W.type == GT_BF16) {
+            pf->p[pf->n] = W.q; pf->bytes[pf->n++] = (size_t)W.rows * W.cols * 2;
+        }
+    }
+}
+
 static void decode_step(cu_backend *b, cu_seq *s, int gen) {
     const qwen_hparams &hp = b->hp;
     b->ln_n = 0;
@@ -1078,21 +1098,9 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
             /* the next layer's input projection into L2 while the down and that projection's
              * prologue run (LILAC_CUDA_PFNEXT) */
             lean_pf pf = {};
-            if (b->pfnext && l + 1 < hp.n_layer) {
-                pk_layer pn;
-                decode_layer_args(b, l + 1, &pn, xc, xc);
+            if (b->pfnext) {
+                decode_pf_next(b, l, xc, &pf);
                 pf.when = b->pfnext;
-                for (int i = 0; i < pn.in.nseg && pf.n + 4 <= LEAN_PF_MAX; i++) {
-                    const gmat &W = pn.in.seg[i].W;
-                    size_t nb = (size_t)W.rows * (W.cols >> 8);
-                    if (W.type == GT_Q4_K || W.type == GT_Q6_K) {
-                        pf.p[pf.n] = W.q; pf.bytes[pf.n++] = nb * 128;
-                        pf.p[pf.n] = W.sc; pf.bytes[pf.n++] = nb * 16;
-                        if (W.type == GT_Q6_K) { pf.p[pf.n] = W.qh; pf.bytes[pf.n++] = nb * 64; pf.p[pf.n] = W.d; pf.bytes[pf.n++] = nb * 2; }
-                    } else if (W.type == GT_BF16) {
-                        pf.p[pf.n] = W.q; pf.bytes[pf.n++] = (size_t)W.rows * W.cols * 2;
-                    }
-                }
             }
             lean_moe(&ma, b->nsm, b->pdl, b->st, 2, ln_slot(b, "moe.down"), fold ? b->moe_w : NULL, &pf);
             prof_end(b, "moe.down", b->moe_d_bytes, 2 * b->moe_d_bytes);

@@ -54,13 +54,6 @@
 #ifndef LN_DOWN_XPRE
 #define LN_DOWN_XPRE 1
 #endif
-/* MoE gate/up with the fold: warp 0 requests every routed stage right after its top-k while the
- * other warps run the prologue behind a named barrier (experiment, session 20: written without a
- * device, not yet measured; 0 = as before: the first routed stage after the top-k, the rest after
- * the prologue's block barrier) */
-#ifndef LN_GU_NB
-#define LN_GU_NB 0
-#endif
 #define LN_BPS (LN_THREADS >= 512 ? 1 : 512 / LN_THREADS)
 #define LN_MINB (LN_THREADS >= 1024 ? 1 : 1024 / LN_THREADS)
 #define LN_DOWN_MINB (LN_DOWN_THREADS > 576 ? 1 : 1152 / LN_DOWN_THREADS)
@@ -253,19 +246,12 @@ __device__ __forceinline__ void ln_quant_store4(float4 v, int e, int l, float *x
 __device__ __forceinline__ float4 ln_ld4(const float *p, bool cg) { return cg ? __ldcg((const float4 *)p) : *(const float4 *)p; }
 /* CG: x (and z) were written by other blocks of this launch (k_fused.cuh): loads bypass L1 */
 /* W0: the first W0 warps take no pieces (they are busy elsewhere; they still meet the barrier) */
-/* NB (with W0 > 0; RMSNorm): the first W0 warps return at once and the others meet at named barrier
- * 1 instead of the block's, so that the first W0 can go on with other work; after a __syncthreads
- * of its own the caller's first W0 warps get the factor from ln_rn_red (experiment LN_GU_NB) */
-template <bool CG = false, int W0 = 0, bool NB = false>
+template <bool CG = false, int W0 = 0>
 __device__ __forceinline__ float ln_prologue(const gemv_args &a, unsigned char *sm, float *red, qact *Q) {
     float *xf, *dx, *s16;
     int8_t *xq;
     qact_carve(sm, a.K, &xf, &xq, &dx, &s16);
     int w = (int)(threadIdx.x >> 5) - W0, l = threadIdx.x & 31, nw = (int)(blockDim.x >> 5) - W0, K = a.K, np = K >> 7;
-    if (NB && w < 0) {
-        *Q = qact{xf, xq, dx, s16};
-        return 1.0f; /* not the factor: ln_rn_red after the caller's block barrier */
-    }
     float ss = 0.0f;
     for (int p0 = w; (W0 == 0 || p0 >= 0) && p0 < np; p0 += LN_PRO_PPW * nw) {
         float4 xv[LN_PRO_PPW], gv[LN_PRO_PPW], zv[LN_PRO_PPW];
@@ -305,19 +291,11 @@ __device__ __forceinline__ float ln_prologue(const gemv_args &a, unsigned char *
         ss = warp_sum(ss);
         if (l == 0) red[w + W0] = ss;
     }
-    if (NB) asm volatile("bar.sync 1, %0;" ::"r"(32 * nw) : "memory");
-    else __syncthreads();
+    __syncthreads();
     *Q = qact{xf, xq, dx, s16};
     if (a.pro != PRO_RMSNORM) return 1.0f;
-    float t = l < nw + W0 && (!NB || l >= W0) ? red[l] : 0.0f;
+    float t = l < nw + W0 ? red[l] : 0.0f;
     return rsqrtf(warp_sum(t) / (float)K + a.eps);
-}
-/* RMSNorm's factor from the warps' sums of squares that ln_prologue<.., W0, true> left in red[W0 ..
- * warps): for the first W0 warps, after a block barrier */
-__device__ __forceinline__ float ln_rn_red(const float *red, int W0, int K, float eps) {
-    int l = threadIdx.x & 31;
-    float t = l >= W0 && l < (int)(blockDim.x >> 5) ? red[l] : 0.0f;
-    return rsqrtf(warp_sum(t) / (float)K + eps);
 }
 
 /* Q4_K chunk dot. qs: the chunk's 32 bytes; meta: its block's 16 bytes (d, dmin, 12 scale bytes);
@@ -409,24 +387,33 @@ __host__ __device__ static inline int ln_row_bytes(int WT, int K) {
     return WT == GT_Q4_K ? (K >> 8) * 144 : (WT == GT_Q6_K ? (K >> 8) * 210 : K * 2);
 }
 
+#ifdef LN_L2ARENA /* diagnostic build (session 21): every tile copy reads from one LN_L2ARENA-MB buffer
+                   * instead of its weights, at an offset spread like the real addresses (no L2 slice a
+                   * hot spot, unlike the old LN_L2ONLY's 64 rows per matrix): the chain as if every
+                   * tile were an L2 hit (results garbage). Measured: no faster (call 4) */
+static __device__ unsigned char ln_l2arena[(size_t)LN_L2ARENA << 20];
+__device__ __forceinline__ const unsigned char *ln_arena(const void *p, uint32_t bytes) {
+    size_t span = ((size_t)LN_L2ARENA << 20) - bytes;
+    return ln_l2arena + ((((size_t)p) % span) & ~(size_t)15);
+}
+#define LN_SRC(p, b) ln_arena((p), (b))
+#else
+#define LN_SRC(p, b) (p)
+#endif
 /* Requests rows [r0, r0+n) of W into a tile laid out for TR rows at dst (thread 0; bar armed here). */
 __device__ __forceinline__ void ln_copy_rows(const gmat &W, long r0, int n, int TR, unsigned char *dst, uint64_t *bar, bool arm) {
     int nb = W.cols >> 8;
-#ifdef LN_L2ONLY /* diagnostic build: every tile re-reads the matrix's first 64 rows (L2-resident), so a
-                  * run measures the chain as if every weight had been prefetched (results are garbage) */
-    r0 &= 63;
-#endif
     size_t blk0 = (size_t)r0 * nb, nblk = (size_t)n * nb;
     if (W.type == GT_Q4_K) {
         if (arm) mbar_expect_tx(bar, (uint32_t)(nblk * 144));
-        bulk_g2s(dst, W.q + blk0 * 128, (uint32_t)(nblk * 128), bar);
-        bulk_g2s(dst + (size_t)TR * nb * 128, W.sc + blk0 * 16, (uint32_t)(nblk * 16), bar);
+        bulk_g2s(dst, LN_SRC(W.q + blk0 * 128, (uint32_t)(nblk * 128)), (uint32_t)(nblk * 128), bar);
+        bulk_g2s(dst + (size_t)TR * nb * 128, LN_SRC(W.sc + blk0 * 16, (uint32_t)(nblk * 16)), (uint32_t)(nblk * 16), bar);
     } else if (W.type == GT_Q6_K) {
         if (arm) mbar_expect_tx(bar, (uint32_t)(nblk * 210));
-        bulk_g2s(dst, W.q + blk0 * 128, (uint32_t)(nblk * 128), bar);
-        bulk_g2s(dst + (size_t)TR * nb * 128, W.qh + blk0 * 64, (uint32_t)(nblk * 64), bar);
-        bulk_g2s(dst + (size_t)TR * nb * 192, W.sc + blk0 * 16, (uint32_t)(nblk * 16), bar);
-        bulk_g2s(dst + (size_t)TR * nb * 208, (const unsigned char *)W.d + blk0 * 2, (uint32_t)(nblk * 2), bar);
+        bulk_g2s(dst, LN_SRC(W.q + blk0 * 128, (uint32_t)(nblk * 128)), (uint32_t)(nblk * 128), bar);
+        bulk_g2s(dst + (size_t)TR * nb * 128, LN_SRC(W.qh + blk0 * 64, (uint32_t)(nblk * 64)), (uint32_t)(nblk * 64), bar);
+        bulk_g2s(dst + (size_t)TR * nb * 192, LN_SRC(W.sc + blk0 * 16, (uint32_t)(nblk * 16)), (uint32_t)(nblk * 16), bar);
+        bulk_g2s(dst + (size_t)TR * nb * 208, LN_SRC((const unsigned char *)W.d + blk0 * 2, (uint32_t)(nblk * 2)), (uint32_t)(nblk * 2), bar);
     } else { /* BF16 */
         size_t bytes = (size_t)n * W.cols * 2;
         if (arm) mbar_expect_tx(bar, (uint32_t)bytes);
@@ -513,8 +500,19 @@ __device__ __forceinline__ void ln_gemv_body(const lgemv_args &L) {
     pdl_wait();
     pdl_trigger();
     ln_trace(L.trace, 1);
+#ifdef LN_ICTEST /* diagnostic (session 21): the same code twice (a loop), stamps 40 and 41: cold vs warm
+                 * instruction cache (the second pass's loads also hit L1) */
+    float rn;
+#pragma unroll 1
+    for (int rep = 0; rep < 2; rep++) {
+        rn = ln_prologue(a, sm + (size_t)NST * L.stage, red, &Q);
+        ln_trace(L.trace, 40 + rep);
+        __syncthreads();
+    }
+#else
     float rn = ln_prologue(a, sm + (size_t)NST * L.stage, red, &Q);
     ln_trace(L.trace, 40); /* slots 8..39 hold the SM ids; 40.. are free outside k_fused */
+#endif
     if (tid == 0) /* npre < NST: x's loads went ahead of these tiles' */
         for (int i = npre; i < NST && i < mine; i++) issue(i);
     ln_trace(L.trace, 3);
@@ -810,24 +808,6 @@ __global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lmoe_gu(const __grid_co
         pdl_wait();
         pdl_trigger();
         ln_trace(L.tr, 1);
-#if LN_GU_NB
-        /* experiment (session 20, not yet measured): warp 0 takes the top-k and requests EVERY routed
-         * stage, the other warps the prologue behind a named barrier of their own, so that the
-         * later stages' requests need not wait for the prologue's end (~1 µs later) and the
-         * prologue need not wait for ~150 ns per copy; one block barrier after both */
-        float rn = 1.0f;
-        if (warp == 0) {
-            if (LN_GU_WB && blockIdx.x == wb && tid == 0 && a.FS) lsh = a.logits[a.E];
-            ln_topk<false, false>(a.logits, a.E, a.k, ids, wts);
-            ln_trace(L.tr, 44);
-            if (tid == 0) issue_routed(pre, NST);
-            ln_trace(L.tr, 45);
-        }
-        rn = ln_prologue<false, 1, true>(pa, sm + (size_t)NST * L.stage, red, &Q);
-        __syncthreads(); /* ids[] (warp 0) and the quantized x (the others) */
-        if (warp == 0) rn = ln_rn_red(red, 1, pa.K, pa.eps);
-        if (!LN_GU_WB && blockIdx.x == wb && tid == 0 && a.FS) lsh = a.logits[a.E];
-#else
         if (warp == 0) { /* the first routed stage only: the rest after the barrier (each copy costs
                           * ~150 ns of issue, which the other warps would wait out at the barrier) */
             if (LN_GU_WB && blockIdx.x == wb && tid == 0 && a.FS) lsh = a.logits[a.E]; /* with the top-k's loads */
@@ -835,11 +815,18 @@ __global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lmoe_gu(const __grid_co
             ln_trace(L.tr, 44);
             if (tid == 0) issue_routed(pre, pre + 1);
             ln_trace(L.tr, 45);
+#ifdef LN_ICTEST /* diagnostic: the top-k twice more in a loop (same addresses), stamps 46 (a cold copy
+                  * of its code) and 47 (warm); both passes' loads hit L1 */
+#pragma unroll 1
+            for (int rep = 0; rep < 2; rep++) {
+                ln_topk<false, false>(a.logits, a.E, a.k, ids, wts);
+                ln_trace(L.tr, 46 + rep);
+            }
+#endif
         }
         float rn = ln_prologue<false, 1>(pa, sm + (size_t)NST * L.stage, red, &Q);
         if (!LN_GU_WB && blockIdx.x == wb && tid == 0 && a.FS) lsh = a.logits[a.E];
         if (tid == 0) issue_routed(pre + 1, NST);
-#endif
         ln_act_q4k(Q, 0, c, A);
         ln_act_scale(A, rn);
         ln_trace(L.tr, 3);
@@ -975,7 +962,16 @@ __global__ void __launch_bounds__(LN_DOWN_THREADS, LN_DOWN_MINB) k_lmoe_down(con
     gemv_args pa = {};
     pa.pro = PRO_PLAIN; pa.x = a.h; pa.K = kf; pa.eps = a.eps;
     qact Q;
+#ifdef LN_ICTEST /* diagnostic: the prologue twice (a loop: the same code), stamps 46 and 47 */
+#pragma unroll 1
+    for (int rep = 0; rep < 2; rep++) {
+        ln_prologue(pa, sm + (size_t)NST * L.stage, red, &Q);
+        ln_trace(L.tr, 46 + rep);
+        __syncthreads();
+    }
+#else
     ln_prologue(pa, sm + (size_t)NST * L.stage, red, &Q); /* plain: factor 1 */
+#endif
     ln_trace(L.tr, 3);
     ln_act A;
     if (on) { if (WT == GT_Q4_K) ln_act_q4k(Q, s * a.FF, c, A); else ln_act_q6k(Q, s * a.FF, c, A); }

@@ -120,15 +120,10 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
      * wait unless L.pre says otherwise (they compete with the in-projection's tiles for DRAM) */
     int nb = L.W.cols >> 8, sb = (h * LG_D) >> 8, half = ((h * LG_D) >> 7) & 1;
     unsigned char *tq = sm, *tm = sm + (size_t)R * 64;
-#ifdef LN_L2ONLY
-    const int r0w = 0; /* the diagnostic build of k_lean.cuh: L2-resident rows */
-#else
-    const int r0w = r0;
-#endif
     auto issue_w = [&]() {
         for (int i = tid; i < 4 * R; i += LG_THREADS)
-            cp_async16(tq + 16 * i, L.W.q + ((size_t)(r0w + (i >> 2)) * nb + sb) * 128 + 64 * half + 16 * (i & 3), 16);
-        for (int i = tid; i < R; i += LG_THREADS) cp_async16(tm + 16 * i, L.W.sc + ((size_t)(r0w + i) * nb + sb) * 16, 16);
+            cp_async16(tq + 16 * i, L.W.q + ((size_t)(r0 + (i >> 2)) * nb + sb) * 128 + 64 * half + 16 * (i & 3), 16);
+        for (int i = tid; i < R; i += LG_THREADS) cp_async16(tm + 16 * i, L.W.sc + ((size_t)(r0 + i) * nb + sb) * 16, 16);
         cp_async_commit();
     };
     int c = lane & 7, rg = lane >> 3, j = 8 * w + c;
@@ -265,6 +260,10 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
      * the last of the HV blocks of this row part to arrive adds them to x in head order (so x is
      * the same bits on every run), or, without cnt, every block adds its share with an atomic. */
     int cc = tid & 1, H = L.W.rows;
+#ifdef LN_ICTEST /* diagnostic (session 21): the fold's block twice (a loop: the same code), stamps 44 and 45 */
+#pragma unroll 1
+    for (int rep = 0; rep < 2; rep++) {
+#endif
     if (LG_BM) { /* the fold: B's head-h columns times y_h (fp32) join the x_old term, reduced over
                  * the row's tpr threads; the share goes after the x rows */
         int lr = tid / L.tpr, c8 = tid % L.tpr;
@@ -282,6 +281,11 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
             if (c8 == 0 && row < L.NLR) __stcg(L.part + LG_PIDX(H + part * L.NLR + row, h), t);
         }
     }
+#ifdef LN_ICTEST
+    ln_trace(L.tr, 44 + rep);
+    __syncthreads();
+    }
+#endif
     ln_trace(L.tr, 41); /* the fold's logit shares stored */
     ln_act A;
     ln_act_q4k(Q, 0, cc, A);
