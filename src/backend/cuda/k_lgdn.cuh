@@ -164,9 +164,17 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
     }
     if ((L.pre & 4) && tid < LG_D * LG_D * 4 / 128 / P) /* the head's state on its way into L2, a 1/P share per block */
         asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)(g.S + (size_t)h * LG_D * LG_D) + 128 * ((size_t)part * (LG_D * LG_D * 4 / 128 / P) + tid)));
+#ifdef LN_GSTATE_Q /* diagnostic (session 21; results garbage): a block loads only the state columns it
+                    * writes back (16 of 64 kB), zeros for the rest: what a step split by value columns
+                    * would save in the in-projection's window, before paying for its exchange */
+    if (L.pre & 2)
+#pragma unroll
+        for (int t = 0; t < RPL; t++) s[t] = w / (16 / P) == part ? Sp[(size_t)t * LG_D] : 0.0f;
+#else
     if (L.pre & 2)
 #pragma unroll
         for (int t = 0; t < RPL; t++) s[t] = Sp[(size_t)t * LG_D];
+#endif
     pdl_wait();
     pdl_trigger();
     ln_trace(L.tr, 1);
