@@ -19,6 +19,10 @@
  * seen by any reader fails the run. The producer and the join ask for 120 KB of dynamic shared memory
  * so that there is one per SM, as the lean kernels; the consumer for 40 KB, so that it can enter
  * beside a producer block, as the fused GDN kernel does beside the projection.
+ * Session 21: the join lost (1.7-1.8 µs slower; at most 15 clusters of 8 resident). Built again as
+ * cjoin4 (-DCJ_CL=4 -DCJ_R=33 -DCJ_SMEM_KB=64): 32 clusters of 4 exchanging 33 values, the cost of
+ * a fused-GDN step split by value columns (a head's 4 blocks swap their 32 o values and sums of
+ * squares); its ceiling is +9.6 tok/s (bench/results/2026-12-04-h200-s21, call 9).
  */
 #include <cooperative_groups.h>
 #include "lab.cuh"
@@ -26,10 +30,17 @@
 
 namespace cg = cooperative_groups;
 
-#define CJ_CL 8   /* blocks per cluster (a k-head group) */
-#define CJ_R 97   /* row values per block (772 / 8, rounded up) */
+#ifndef CJ_CL
+#define CJ_CL 8   /* blocks per cluster (a k-head group; -DCJ_CL=4: a v-head's 4 fused-GDN blocks) */
+#endif
+#ifndef CJ_R
+#define CJ_R 97   /* row values per block (772 / 8, rounded up; -DCJ_R=33: 32 o values + a sum of squares) */
+#endif
 #define CJ_T 512
-#define CJ_SMEM (120 * 1024)
+#ifndef CJ_SMEM_KB
+#define CJ_SMEM_KB 120
+#endif
+#define CJ_SMEM (CJ_SMEM_KB * 1024)
 
 /* this block's share of cold weights, folded into one word (so the loads cannot be dropped) */
 __device__ __forceinline__ float cj_stream(const uint4 *p, int u4, float *red) {
@@ -129,7 +140,7 @@ static void launch_join(int grid, cudaStream_t st, const uint4 *w, int u4, int i
 }
 
 int main() {
-    const int G = 16 * CJ_CL, N = 64;
+    const int G = 128, N = 64; /* 16 k-head groups of 8, or 32 v-heads of 4 */
     const size_t window = (size_t)1 << 30;
     uint4 *w;
     CK(cudaMalloc(&w, window));
