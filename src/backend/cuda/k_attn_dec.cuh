@@ -50,52 +50,38 @@ __host__ __device__ static inline size_t attn_fd_smem(int HD, int FG = FD_G) {
     return (size_t)FG * HD * 4 + (size_t)FD_WARPS * FG * HD * 4 + (size_t)FD_WARPS * FG * 2 * 4 + (size_t)FG * HD * 2;
 }
 
-/* All-reduce of v[0..7] over the warp: afterwards every lane holds all eight totals. */
-__device__ __forceinline__ void fd_allreduce8(float v[FD_G], int lane) {
-    float a4[4], a2[2], a1;
-    bool b4 = lane & 16, b3 = lane & 8, b2 = lane & 4;
+/* All-reduce of v[0..N) over the warp (N = 8: the 8-head blocks, 4: the FG = 4 blocks of
+ * k_attn_decode_fd): afterwards every lane holds all N totals. Level k halves the values a lane
+ * carries (it keeps the half its lane bit 16 >> k selects and sends the other to its partner); the
+ * last value is summed over the remaining lane bits; head g then lives in the lane whose bits
+ * 4, 3, .. are g's bits from the top. */
+template <int N>
+__device__ __forceinline__ void fd_allreduce(float v[N], int lane) {
+    static_assert(N == 4 || N == 8, "fd_allreduce: 4 or 8 values");
+    constexpr int L = N == 8 ? 3 : 2;
+    float a[N];
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
-        float send = b4 ? v[i] : v[i + 4], keep = b4 ? v[i + 4] : v[i];
-        a4[i] = keep + __shfl_xor_sync(0xffffffffu, send, 16);
-    }
+    for (int i = 0; i < N; i++) a[i] = v[i];
 #pragma unroll
-    for (int i = 0; i < 2; i++) {
-        float send = b3 ? a4[i] : a4[i + 2], keep = b3 ? a4[i + 2] : a4[i];
-        a2[i] = keep + __shfl_xor_sync(0xffffffffu, send, 8);
-    }
-    {
-        float send = b2 ? a2[0] : a2[1], keep = b2 ? a2[1] : a2[0];
-        a1 = keep + __shfl_xor_sync(0xffffffffu, send, 4);
-    }
-    a1 += __shfl_xor_sync(0xffffffffu, a1, 2);
-    a1 += __shfl_xor_sync(0xffffffffu, a1, 1);
-    /* lane holds head (b4 ? 4 : 0) + (b3 ? 2 : 0) + (b2 ? 1 : 0); head g lives in lane
-     * ((g >> 2) << 4) | (((g >> 1) & 1) << 3) | ((g & 1) << 2) */
+    for (int k = 0; k < L; k++) {
+        const int h = N >> (k + 1), off = 16 >> k;
+        bool b = lane & off;
 #pragma unroll
-    for (int g = 0; g < FD_G; g++) v[g] = __shfl_sync(0xffffffffu, a1, ((g >> 2) << 4) | (((g >> 1) & 1) << 3) | ((g & 1) << 2));
-}
-
-/* All-reduce of v[0..3] over the warp (the FG = 4 blocks of k_attn_decode_fd): afterwards every lane
- * holds all four totals. */
-__device__ __forceinline__ void fd_allreduce4(float v[4], int lane) {
-    float a2[2], a1;
-    bool b4 = lane & 16, b3 = lane & 8;
-#pragma unroll
-    for (int i = 0; i < 2; i++) {
-        float send = b4 ? v[i] : v[i + 2], keep = b4 ? v[i + 2] : v[i];
-        a2[i] = keep + __shfl_xor_sync(0xffffffffu, send, 16);
+        for (int i = 0; i < h; i++) {
+            float send = b ? a[i] : a[i + h], keep = b ? a[i + h] : a[i];
+            a[i] = keep + __shfl_xor_sync(0xffffffffu, send, off);
+        }
     }
-    {
-        float send = b3 ? a2[0] : a2[1], keep = b3 ? a2[1] : a2[0];
-        a1 = keep + __shfl_xor_sync(0xffffffffu, send, 8);
-    }
-    a1 += __shfl_xor_sync(0xffffffffu, a1, 4);
-    a1 += __shfl_xor_sync(0xffffffffu, a1, 2);
-    a1 += __shfl_xor_sync(0xffffffffu, a1, 1);
-    /* lane holds head (b4 ? 2 : 0) + (b3 ? 1 : 0) */
+    float a1 = a[0];
 #pragma unroll
-    for (int g = 0; g < 4; g++) v[g] = __shfl_sync(0xffffffffu, a1, ((g >> 1) << 4) | ((g & 1) << 3));
+    for (int off = 16 >> L; off > 0; off >>= 1) a1 += __shfl_xor_sync(0xffffffffu, a1, off);
+#pragma unroll
+    for (int g = 0; g < N; g++) {
+        int src = 0;
+#pragma unroll
+        for (int k = 0; k < L; k++) src |= ((g >> (L - 1 - k)) & 1) << (4 - k);
+        v[g] = __shfl_sync(0xffffffffu, a1, src);
+    }
 }
 
 /* NC: the non-coherent __ldg path (a separate launch); the persistent decode kernel appends the
@@ -525,8 +511,7 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
                     for (int d = 0; d < DPL; d++) acc = fmaf(qg[d], k8[d], acc);
                     s[j][g] = acc;
                 }
-                if (FG == 8) fd_allreduce8(s[j], lane);
-                else fd_allreduce4(s[j], lane);
+                fd_allreduce<FG>(s[j], lane);
                 if (tb + j >= hi)
 #pragma unroll
                     for (int g = 0; g < FG; g++) s[j][g] = -INFINITY;
@@ -568,8 +553,7 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
                 for (int d = 0; d < DPL; d++) acc = fmaf(qg[d], kr[j][d], acc);
                 s[j][g] = acc;
             }
-            if (FG == 8) fd_allreduce8(s[j], lane);
-            else fd_allreduce4(s[j], lane);
+            fd_allreduce<FG>(s[j], lane);
             if (tb + j >= hi)
 #pragma unroll
                 for (int g = 0; g < FG; g++) s[j][g] = -INFINITY;

@@ -97,6 +97,13 @@
  * entry, then from byte 64 the SM
  * of each of the first 256 blocks (how blocks of one kernel share SMs). */
 #define LN_TRS 52 /* [40, 48): the fused MoE kernel's phase stamps (k_fused.cuh); [48, 52): (time << 16 | block) of the last block past stamps 1..4 */
+/* The calling thread spins ns nanoseconds (a kernel's pre-wait requests made a little later, k_lgdn.cuh). */
+__device__ __forceinline__ void ln_delay_ns(unsigned ns) {
+    if (ns == 0) return;
+    unsigned long long t0 = ln_now();
+    while (ln_now() - t0 < (unsigned long long)ns) __nanosleep(100);
+}
+
 /* ---- top-k with warp reductions (redux.sync): the same result as topk_warp (ties: lower index) */
 
 __device__ __forceinline__ uint32_t ln_fkey(float v) {

@@ -52,6 +52,9 @@
  * heads adjacent so that the sum is 8 vector loads: 25 tok/s slower, the scattered 4-byte stores.) */
 #define LG_PIDX(o, h) ((size_t)(h) * (FOLD ? L.ps : H) + (o))
 #define LG_FOLD_MAXR 80
+#ifndef LN_GDN_DELAY
+#define LN_GDN_DELAY 1000 /* ns from a block's entry to its pre-wait requests (0: at entry; see k_lgdn) */
+#endif
 /* The fold's code exists only in the k_lgdn<true> instance: compiled into the one kernel, it cost
  * 6.5 tok/s with the fold off (session 9: 559.5 vs 566.0 for the kernel without it) */
 #define LG_BM (FOLD ? L.Bm : (const __nv_bfloat16 *)0) /* logit rows per part with the router fold (80 * 256 B of B slice) */
@@ -139,6 +142,14 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
         }
         cp_async_commit();
     };
+#if LN_GDN_DELAY
+    /* the pre-wait requests LN_GDN_DELAY ns after entry (session 22: +2.5 / +3.6 tok/s at 1000 ns
+     * in two calls, 500 +1.4, 1500 +3.4): this block enters as the in-projection beside it passes its
+     * wait, and that projection's x prologue and tiles are on the critical path; this block's
+     * ~120 kB are needed only after its own wait, ~10 µs later */
+    if (tid == 0) ln_delay_ns(LN_GDN_DELAY);
+    __syncthreads();
+#endif
     if (L.pre & 1) issue_w();
     if (LG_BM && (L.pre & 8)) issue_b();
     /* the fold's x_old term: thread (logit row lr, lr + 512 / tpr; 8 columns c8 of head h's slice),
