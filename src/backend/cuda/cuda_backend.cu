@@ -710,14 +710,14 @@ static void ln_trace_print(cu_backend *b, int pos) {
 }
 
 /* lean: 0 keeps the older kernels (a k_qact writes q, which a later kernel reads) */
-static void launch_gemv(cu_backend *b, gemv_args &a, const char *name, const qbuf *q = NULL, int lean = 1) {
+static void launch_gemv(cu_backend *b, gemv_args &a, const char *name, const qbuf *q = NULL, int lean = 1, const lean_fb *fb = NULL) {
     a.total_rows = 0;
     double bytes = 0;
     for (int i = 0; i < a.nseg; i++) { a.total_rows += a.seg[i].W.rows; bytes += gmat_bytes(a.seg[i].W); }
     size_t smem = qact_smem_bytes(a.K);
     int nu = (a.K >> 5) / gemv_lanes(a.K);
     prof_begin(b);
-    if (b->lean && lean && lean_gemv(&a, b->nsm, b->pdl, b->st, ln_slot(b, name))) {
+    if (b->lean && lean && lean_gemv(&a, b->nsm, b->pdl, b->st, ln_slot(b, name), fb)) {
     } else if (launch_gemv_q(b, a, q)) {
     } else if (nu <= RR_NU_MAX && !b->no_prefetch) {
         GT_NU_DISPATCH(a.seg[0].W.type, nu, gemv_pf_launch, b, a, smem);
@@ -934,15 +934,24 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
          * other buffer, the router's logits come raw from that kernel, and no router launch */
         int fold = 0;
         lean_fold fo;
+        lean_fb afb = {}, afq = {}; /* attention layers: the router fold's rows in the out-projection, its x copy by the qkv projection */
         gdn_args g = {};
         if (hp.is_attn[l] && L.fold_B && (b->gdn_fold & 2) && b->lean && !b->fuse && (H >> 3) % 32 == 0 && ATT_COMB_THREADS % (H >> 3) == 0 &&
             lean_moe(&pl.moe, b->nsm, b->pdl, b->st, 0, NULL, NULL)) {
             /* attention layers: the combine computes the x_old term into rl before its wait, the
              * out-projection adds B att to it as BF16 rows of its own (x stays in place) */
             int NL = E + (hp.n_ff_shexp ? 1 : 0);
-            gmat Bg = {GT_BF16, NL, hp.n_head * HD, (const uint8_t *)L.fold_B, NULL, NULL, NULL};
-            gemv_add(pl.out, Bg, b->rl, EPI_ADD);
-            pl.out.total_rows += NL;
+            /* the layer's input copied by the qkv projection (block 0) into the residual buffer the
+             * layer does not use, read there by the out-projection before its wait */
+            float *xs = xc == b->x ? b->x2 : b->x;
+            afb = {2, L.fold_B, b->rl, NL, L.router.q, hp.n_ff_shexp ? L.shgate.q : NULL, L.ffn_norm, xs, H};
+            afq = {1, NULL, NULL, 0, NULL, NULL, NULL, xs, H};
+            if (in_done || !lean_gemv(&pl.out, b->nsm, 0, b->st, NULL, &afb, 0) || !lean_gemv(&pl.in, b->nsm, 0, b->st, NULL, &afq, 0)) { /* the out-projection cannot take the rows: B joins it as BF16 rows */
+                gmat Bg = {GT_BF16, NL, hp.n_head * HD, (const uint8_t *)L.fold_B, NULL, NULL, NULL};
+                gemv_add(pl.out, Bg, b->rl, EPI_ADD);
+                pl.out.total_rows += NL;
+                afb.B = NULL;
+            }
             fold = 1;
         }
         if (!hp.is_attn[l]) {
@@ -962,7 +971,7 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
             }
         }
         if (hp.is_attn[l]) {
-            if (!in_done) launch_gemv(b, pl.in, "attn.qkv_gemv", &b->q1);
+            if (!in_done) launch_gemv(b, pl.in, "attn.qkv_gemv", &b->q1, 1, fold && afb.B ? &afq : NULL);
             __nv_bfloat16 *kc, *vc;
             seq_kv(b, s, L.attn_idx, &kc, &vc);
             attn_prep_args pa = {b->qg, 0, b->kb, 0, b->vb, 0, L.q_norm, L.k_norm, b->inv_freq, b->q, NULL, kc, vc,
@@ -976,7 +985,7 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
             }
             attn_dec_args da = {b->q, kc, vc, s->part_o, s->part_ml, b->qg, b->att, s->d_pos, NH, NKV, HD, s->n_ctx, s->CH};
             da.q8 = b->kv_q8; /* cu_init: q8 only with the flash-decoding kernel and HD 256 or 128 */
-            if (fold) {
+            if (fold && !afb.B) { /* the combine computes the x_old term (with B as rows of the out-projection) */
                 da.fwr = (const __nv_bfloat16 *)L.router.q;
                 da.fws = hp.n_ff_shexp ? (const __nv_bfloat16 *)L.shgate.q : NULL;
                 da.fg = L.ffn_norm;
@@ -1030,21 +1039,21 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
                 k_attn_decode<<<dim3(NKV, s->max_splits), 256, smem, b->st>>>(da);
             }
             da.tr = b->fd_ns && fused ? ln_slot(b, "attn.combine") : NULL;
-            if (!fold) da.flraw = NULL;
+            if (!fold || afb.B) da.flraw = NULL;
             { /* a head's dims over HD / nd blocks of nd x 16 threads (16 groups of splits): nd = comb_nd
                * (32: 128 blocks of 512 threads at HD 256, session 19), or 64 where 32 does not divide
                * HD or the router fold's rows (H / 8 threads each) do not divide the block */
                 int nd = HD % b->comb_nd == 0 && HD > b->comb_nd ? b->comb_nd : HD % 64 == 0 && HD > 64 ? 64 : HD;
                 int nt = nd < 64 && nd != HD ? nd * (ATT_COMB_THREADS / 64) : ATT_COMB_THREADS;
-                if (fold && nt % (H >> 3)) {
+                if (fold && !afb.B && nt % (H >> 3)) {
                     nd = HD % 64 == 0 && HD > 64 ? 64 : HD;
                     nt = ATT_COMB_THREADS;
                 }
-                launch_pdl(b, fold ? k_attn_combine<true> : k_attn_combine<false>, dim3(NH, HD / nd), dim3(nt), 0, da);
+                launch_pdl(b, fold && !afb.B ? k_attn_combine<true> : k_attn_combine<false>, dim3(NH, HD / nd), dim3(nt), 0, da);
             }
             da.tr = NULL;
             prof_end(b, "attn.decode", (double)(s->pos + 1) * NKV * HD * 4, 0);
-            launch_gemv(b, pl.out, "attn.out_gemv", &b->q2);
+            launch_gemv(b, pl.out, "attn.out_gemv", &b->q2, 1, fold && afb.B ? &afb : NULL);
         } else {
             if (!in_done) launch_gemv(b, pl.in, "gdn.in_gemv", &b->q1);
             if (b->lean && b->gdn_fuse && lean_gdn(&g, DK, &pl.out, b->gdn_part, b->gdn_cnt, 3, 0, b->st, NULL, 0, NULL)) {

@@ -458,12 +458,24 @@ struct lgemv_args {
     int nst;                        /* stages */
     int npre;                       /* stages requested before the wait (0: all; the rest after the prologue) */
     unsigned long long *trace;      /* optional trace record (LILAC_LN_TRACE builds) */
+    /* k_lgemv_fb (the router folded into an attention layer's out-projection): block b also adds
+     * B[r] . x to flraw[r] for logit rows r = b and b + grid (r < fNL), B's rows requested into
+     * shared memory at byte fboff before the wait */
+    const __nv_bfloat16 *fB;        /* [fNL][K] W_r diag(g_ffn) W_o, BF16 */
+    float *flraw;                   /* [fNL] raw router logits: W_r diag(g_ffn) x_old + B att */
+    float *fxs;                     /* FB 1: [K] where block 0 copies x (x_old for FB 2's launch) */
+    int fNL, fboff;
+    const __nv_bfloat16 *fWr, *fWs; /* [fNL - 1 or fNL][H] router rows, [H] shared-expert gate row (NULL: none) */
+    const float *fg, *fx;           /* [H] ffn norm gain, x_old (a copy: this launch adds to the residual) */
+    int fH;
 };
 
 /* grid <= tiles, block LN_THREADS, dynamic smem nst * stage + qact_smem_bytes(K). Segments are
  * Q4_K, Q6_K or BF16, K % 256 == 0, K / 64 a power of two in [1, 512] (checked by the host).
  * AM (a.argmax != NULL): the packed (logit, row) maximum over segment 0 is merged into *a.argmax. */
-template <bool AM>
+/* FB: 0; 1 block 0 copies the input x to lgemv_args.fxs (an attention layer's qkv projection,
+ * k_lgemv_fb<1>); 2 the router fold's rows (its out-projection, k_lgemv_fb<2>: lgemv_args.fB) */
+template <bool AM, int FB = 0>
 __device__ __forceinline__ void ln_gemv_body(const lgemv_args &L) {
     extern __shared__ __align__(16) unsigned char sm[];
     __shared__ __align__(8) uint64_t bar[LN_MAX_ST];
@@ -491,6 +503,33 @@ __device__ __forceinline__ void ln_gemv_body(const lgemv_args &L) {
     if (tid == 0) {
         mbar_ring_init(bar, NST);
         for (int i = 0; i < npre && i < mine; i++) issue(i);
+    }
+    float fxo = 0.0f; /* FB 2, threads 0 and 1: the x_old term of logit row b + tid G */
+    if (FB == 2) { /* this block's (at most two) B rows, 16 bytes a thread per step; then the x_old term
+               * of its rows (x_old is several kernels back): 8 warps a row, H / 8 columns a warp */
+        for (int q = 0; q < 2; q++) {
+            int row = (int)blockIdx.x + q * G;
+            if (row < L.fNL)
+                for (int i = tid; i < (a.K >> 3); i += LN_THREADS)
+                    cp_async16(sm + L.fboff + (size_t)q * a.K * 2 + 16 * i, (const unsigned char *)(L.fB + (size_t)row * a.K) + 16 * i, 16);
+        }
+        cp_async_commit();
+        int q = warp >> 3, wr = warp & 7, row = (int)blockIdx.x + q * G, per = L.fH >> 3;
+        float t = 0.0f;
+        if (row < L.fNL) {
+            const __nv_bfloat16 *wrow = row < L.fNL - (L.fWs ? 1 : 0) ? L.fWr + (size_t)row * L.fH : L.fWs;
+            for (int c = wr * per + 8 * lane; c < (wr + 1) * per; c += 256) {
+                float4 x0 = *(const float4 *)(L.fx + c), x1 = *(const float4 *)(L.fx + c + 4);
+                float4 g0 = *(const float4 *)(L.fg + c), g1 = *(const float4 *)(L.fg + c + 4);
+                float xg[8] = {x0.x * g0.x, x0.y * g0.y, x0.z * g0.z, x0.w * g0.w, x1.x * g1.x, x1.y * g1.y, x1.z * g1.z, x1.w * g1.w};
+                t = bf16x8_fma(*(const uint4 *)(wrow + c), xg, t);
+            }
+        }
+        t = warp_sum(t);
+        if (lane == 0) red[warp] = t;
+        __syncthreads();
+        if (tid < 2)
+            for (int k = 0; k < 8; k++) fxo += red[8 * tid + k];
     }
     __syncthreads();
     qact Q;
@@ -522,6 +561,27 @@ __device__ __forceinline__ void ln_gemv_body(const lgemv_args &L) {
 #endif
     if (tid == 0) /* npre < NST: x's loads went ahead of these tiles' */
         for (int i = npre; i < NST && i < mine; i++) issue(i);
+    if (FB == 1 && blockIdx.x == 0) /* the attention layer's input for its out-projection's fold */
+        for (int i = 4 * tid; i < a.K; i += 4 * LN_THREADS) *(float4 *)(L.fxs + i) = *(const float4 *)(a.x + i);
+    if (FB == 2) { /* logit rows b and b + G: 8 warps a row, K / 8 columns a warp, warp sums in order */
+        cp_async_wait<0>();
+        __syncthreads();
+        int q = warp >> 3, wr = warp & 7, row = (int)blockIdx.x + q * G, per = a.K >> 3;
+        float t = 0.0f;
+        if (row < L.fNL) {
+            const unsigned char *bp = sm + L.fboff + (size_t)q * a.K * 2 + (size_t)wr * per * 2;
+            const float *xp = Q.xf + wr * per;
+            for (int c = 8 * lane; c < per; c += 256) t = bf16x8_fma(*(const uint4 *)(bp + 2 * c), xp + c, t);
+        }
+        t = warp_sum(t);
+        if (lane == 0) red[warp] = t;
+        __syncthreads();
+        if (tid < 2 && (int)blockIdx.x + tid * G < L.fNL) {
+            float s = 0.0f;
+            for (int k = 0; k < 8; k++) s += red[8 * tid + k];
+            L.flraw[blockIdx.x + tid * G] = fxo + s * rn;
+        }
+    }
     ln_trace(L.trace, 3);
     int C = a.K >> 6, K = a.K;
     int rr = tid / C, c = tid % C;  /* this thread's row in a tile and chunk in the row */
@@ -630,6 +690,8 @@ template <> __global__ void __maxnreg__(LN_GEMV_REGS) k_lgemv<false>(const __gri
 template <> __global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lgemv<false>(const __grid_constant__ lgemv_args L) { ln_gemv_body<false>(L); }
 #endif
 template <> __global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lgemv<true>(const __grid_constant__ lgemv_args L) { ln_gemv_body<true>(L); }
+/* an attention layer's qkv projection (1) and out-projection (2) with the router fold (lean_gemv with a lean_fb) */
+template <int FB> __global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lgemv_fb(const __grid_constant__ lgemv_args L) { ln_gemv_body<false, FB>(L); }
 
 /* ---- the lm head through registers (session 20). The copy-engine ring of k_lgemv<true> streams
  * the head's 417 MB (Q6_K, 248,320 x 2048) at ~3.6 TB/s at best (lab bulkbw: 117 µs; the engine's

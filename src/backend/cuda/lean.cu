@@ -71,11 +71,15 @@ cudaError_t lean_init(size_t smem_cap, int carveout, int pad, int npre, int pair
     int lim = (int)ln_cap;
     cudaError_t e = cudaFuncSetAttribute(k_lgemv<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, lim);
     if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lgemv<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, LN_SMEM_HEAD);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lgemv_fb<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, lim);
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lgemv_fb<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, lim);
     const void *mk[6] = {(const void *)k_lmoe_gu<false>, (const void *)k_lmoe_gu<true>, (const void *)k_lmoe_down<GT_Q4_K, false>,
                          (const void *)k_lmoe_down<GT_Q6_K, false>, (const void *)k_lmoe_down<GT_Q4_K, true>, (const void *)k_lmoe_down<GT_Q6_K, true>};
     for (int i = 0; i < 6 && e == cudaSuccess; i++) e = cudaFuncSetAttribute(mk[i], cudaFuncAttributeMaxDynamicSharedMemorySize, lim);
     if (carveout != 0 && e == cudaSuccess) { /* keep every SM at its largest shared-memory split */
         e = cudaFuncSetAttribute(k_lgemv<false>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+        if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lgemv_fb<1>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+        if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lgemv_fb<2>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
         if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lgemv<true>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
         for (int i = 0; i < 6 && e == cudaSuccess; i++) e = cudaFuncSetAttribute(mk[i], cudaFuncAttributePreferredSharedMemoryCarveout, 100);
     }
@@ -155,10 +159,13 @@ static int ln_gemv_plan(const gemv_args &a, size_t stage, lgemv_args *L) {
     return T;
 }
 
-int lean_gemv(const void *args, int nsm, int pdl, cudaStream_t st, unsigned long long *tr) {
+int lean_gemv(const void *args, int nsm, int pdl, cudaStream_t st, unsigned long long *tr, const lean_fb *fb, int launch) {
     const gemv_args &a = *(const gemv_args *)args;
     lgemv_args L;
-    if (ln_head && a.argmax && a.nseg == 1 && a.seg[0].W.type == GT_Q6_K && a.K == 2048 && a.seg[0].W.cols == 2048 &&
+    if (fb && (a.argmax || a.exact || !fb->x || (fb->mode == 1 && (a.pro != PRO_RMSNORM || a.K % 4 || a.K != fb->H)) ||
+               (fb->mode == 2 && (a.K % 2048 || fb->H % 2048 || !fb->B || !fb->lraw || !fb->Wr || !fb->g || fb->NL < 1))))
+        return 0;
+    if (!fb && ln_head && a.argmax && a.nseg == 1 && a.seg[0].W.type == GT_Q6_K && a.K == 2048 && a.seg[0].W.cols == 2048 &&
         a.seg[0].epi != EPI_ADD && a.pro == PRO_RMSNORM && qact_smem_bytes(a.K) <= 48 * 1024) {
         /* the lm head through registers (k_lhead): one block per SM, a warp per row */
         memset(&L, 0, sizeof(L));
@@ -180,6 +187,28 @@ int lean_gemv(const void *args, int nsm, int pdl, cudaStream_t st, unsigned long
     L.npre = ln_npre;
     size_t need = (size_t)L.nst * L.stage + qb;
     bool pad = ((ln_pad & 2) && a.K >= 4096) || ((ln_pad & 4) && a.exact);
+    if (fb && fb->mode == 1) {
+        if (!launch) return 1;
+        L.fxs = fb->x;
+        ln_launch(k_lgemv_fb<1>, G, LN_THREADS, ln_smem(need, pad), pdl, st, L);
+        return 1;
+    }
+    if (fb) { /* the fold's rows after the activation: two rows of K BF16 per block */
+        need = (need + 15) & ~(size_t)15;
+        if (fb->NL > 2 * G || need + (size_t)4 * a.K > ln_cap) return 0;
+        if (!launch) return 1;
+        L.fB = (const __nv_bfloat16 *)fb->B;
+        L.flraw = fb->lraw;
+        L.fNL = fb->NL;
+        L.fboff = (int)need;
+        L.fWr = (const __nv_bfloat16 *)fb->Wr;
+        L.fWs = (const __nv_bfloat16 *)fb->Ws;
+        L.fg = fb->g;
+        L.fx = fb->x;
+        L.fH = fb->H;
+        ln_launch(k_lgemv_fb<2>, G, LN_THREADS, ln_smem(need + (size_t)4 * a.K, pad), pdl, st, L);
+        return 1;
+    }
     ln_launch(a.argmax ? k_lgemv<true> : k_lgemv<false>, G, LN_THREADS, a.argmax ? need : ln_smem(need, pad), pdl, st, L);
     return 1;
 }

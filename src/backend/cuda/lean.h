@@ -35,8 +35,25 @@
 cudaError_t lean_init(size_t smem_cap, int carveout, int pad, int npre, int pair, int dpair, int head);
 /* 1 when lean.cu was built with -DLILAC_LN_TRACE (the kernels stamp trace records). */
 int lean_trace_built(void);
-/* y_s (+)= W_s x̂ (gemv_args without argmax): k_lgemv. */
-int lean_gemv(const void *gemv_args, int nsm, int pdl, cudaStream_t st, unsigned long long *tr);
+/* The router folded into an attention layer's out-projection (session 22): besides y = W_o att, the
+ * launch writes lraw[r] = W_r[r] diag(g) x + B[r] . att for the NL logit rows (B = W_r diag(g_ffn)
+ * W_o, BF16 [NL][K]; the x term before the wait: x is several kernels back). */
+struct lean_fb {
+    int mode;               /* 1: the layer's qkv projection copies its input x to x (below); 2: its out-projection */
+    const void *B;          /* [NL][K] BF16 */
+    float *lraw;            /* [NL] */
+    int NL;
+    const void *Wr, *Ws;    /* BF16 router rows [NL - (Ws ? 1 : 0)][H], shared-expert gate row [H] or NULL */
+    const float *g;         /* [H] ffn norm gain */
+    float *x;               /* [H] a copy of the layer's input (mode 1 writes it, mode 2 reads it before its
+                             * wait: the out-projection's blocks add to the residual itself meanwhile) */
+    int H;
+};
+/* y_s (+)= W_s x̂ (gemv_args without argmax): k_lgemv; with fb, k_lgemv_fb (0, nothing launched,
+ * where its shapes do not apply: plain dense rows, K % 2048 == 0, NL <= 2 x the grid). launch 0:
+ * only whether it would launch (fb's shape check). */
+int lean_gemv(const void *gemv_args, int nsm, int pdl, cudaStream_t st, unsigned long long *tr, const struct lean_fb *fb = NULL,
+              int launch = 1);
 /* MoE gate/up + SwiGLU and down + combine (moe_args): k_lmoe_gu then k_lmoe_down. which: 1 gate/up
  * only, 2 down only, 3 both (the per-kernel profile times them apart). Returns 0 (nothing launched)
  * unless both kernels apply. */
