@@ -938,15 +938,19 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
         gdn_args g = {};
         if (hp.is_attn[l] && L.fold_B && (b->gdn_fold & 2) && b->lean && !b->fuse && (H >> 3) % 32 == 0 && ATT_COMB_THREADS % (H >> 3) == 0 &&
             lean_moe(&pl.moe, b->nsm, b->pdl, b->st, 0, NULL, NULL)) {
-            /* attention layers: the combine computes the x_old term into rl before its wait, the
-             * out-projection adds B att to it as BF16 rows of its own (x stays in place) */
+            /* attention layers (session 22): each out-projection block writes two raw logits,
+             * W_r diag(g) x_old (before its wait) + B att (after its prologue), k_lgemv_fb<2>; x_old
+             * is a copy of the layer's input that the qkv projection's block 0 writes into the
+             * residual buffer this layer does not use (the out-projection adds to x itself, so a
+             * late block could not read x_old there) */
             int NL = E + (hp.n_ff_shexp ? 1 : 0);
-            /* the layer's input copied by the qkv projection (block 0) into the residual buffer the
-             * layer does not use, read there by the out-projection before its wait */
             float *xs = xc == b->x ? b->x2 : b->x;
             afb = {2, L.fold_B, b->rl, NL, L.router.q, hp.n_ff_shexp ? L.shgate.q : NULL, L.ffn_norm, xs, H};
             afq = {1, NULL, NULL, 0, NULL, NULL, NULL, xs, H};
-            if (in_done || !lean_gemv(&pl.out, b->nsm, 0, b->st, NULL, &afb, 0) || !lean_gemv(&pl.in, b->nsm, 0, b->st, NULL, &afq, 0)) { /* the out-projection cannot take the rows: B joins it as BF16 rows */
+            if (in_done || !lean_gemv(&pl.out, b->nsm, 0, b->st, NULL, &afb, 0) || !lean_gemv(&pl.in, b->nsm, 0, b->st, NULL, &afq, 0)) {
+                /* shapes k_lgemv_fb does not take (session 17's form, slower): the combine computes
+                 * the x_old term into rl before its wait, the out-projection adds B att to it as
+                 * BF16 rows of its own */
                 gmat Bg = {GT_BF16, NL, hp.n_head * HD, (const uint8_t *)L.fold_B, NULL, NULL, NULL};
                 gemv_add(pl.out, Bg, b->rl, EPI_ADD);
                 pl.out.total_rows += NL;
