@@ -2149,7 +2149,7 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     b->fd_xs = !(getenv("LILAC_CUDA_FD_XS") && !atoi(getenv("LILAC_CUDA_FD_XS"))); /* session 17: +5 tok/s at 4K */
     b->gdn_pre = getenv("LILAC_CUDA_GDN_PRE") ? atoi(getenv("LILAC_CUDA_GDN_PRE")) & 15 : 11;
     b->gdn_fuse = !(getenv("LILAC_CUDA_GDN_FUSE") && !atoi(getenv("LILAC_CUDA_GDN_FUSE")));
-    b->gdn_fold = getenv("LILAC_CUDA_FOLD") ? atoi(getenv("LILAC_CUDA_FOLD")) & 3 : 1; /* session 10: GDN layers on by default (+7 tok/s) */
+    b->gdn_fold = getenv("LILAC_CUDA_FOLD") ? atoi(getenv("LILAC_CUDA_FOLD")) & 3 : 3; /* GDN layers since session 10 (+7 tok/s), attention layers since session 23 (+1.4 / +1.8 at 4096 / 256) */
     /* session 10: 4 is +2.5 tok/s at 4K but -80 at 128K (half the splits of half the heads, K/V read
      * twice, 2-position tiles), so opt-in: the graph's launch shape cannot follow the context */
     b->fd_fg = getenv("LILAC_CUDA_FD_FG") && atoi(getenv("LILAC_CUDA_FD_FG")) == 4 ? 4 : 8;
