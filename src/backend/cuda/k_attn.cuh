@@ -292,12 +292,15 @@ __global__ void __launch_bounds__(256) k_attn_decode(const attn_dec_args a) {
  * in parallel instead of one latency per split). */
 #define ATT_COMB_THREADS 1024
 #define ATT_COMB_MAXS 4096
-/* Dims [d0, d0 + nd) of head h (blockDim.x = nd x groups <= ATT_COMB_THREADS; each group sums a
- * share of the splits). Scratch in shared memory: ws [number of splits], part [blockDim.x] (the
- * caller's, so that the persistent decode kernel can lend idle dynamic memory instead of carrying
- * 20 KB of static arrays). Callers looping over several (h, d0) must __syncthreads between calls. */
-__device__ __forceinline__ void attn_combine_part(const attn_dec_args &a, int h, int d0, int nd, float *ws, float *part, bool pdl = false) {
-    __shared__ float red[32];
+/* Dims [d0, d0 + nd) of head h (blockDim.x = nd x groups <= ATT_COMB_THREADS; group g sums splits
+ * g, g + groups, ..). A group merges its splits against its own maximum (the first CB with every
+ * load in one round trip to L2, the rest online), then group 0 merges the groups' sums: one block
+ * barrier after the loads. (Session 23; before: the block's maximum and the denominator by block
+ * reductions first, 3 dependent L2 passes and 5 barriers, ~3.1 µs of the combine at 4K.) Scratch
+ * in shared memory: part [blockDim.x + 2 * groups] (the caller's, so that the persistent decode
+ * kernel can lend idle dynamic memory). Callers looping over several (h, d0) must __syncthreads
+ * between calls. */
+__device__ __forceinline__ void attn_combine_part(const attn_dec_args &a, int h, int d0, int nd, float *part, bool pdl = false) {
     int HD = a.HD, tid = threadIdx.x;
     int groups = blockDim.x / nd, d = d0 + tid % nd, g = tid / nd;
     /* PDL (k_attn_combine): the output gate before the wait (the q/gate projection is two kernels
@@ -311,44 +314,59 @@ __device__ __forceinline__ void attn_combine_part(const attn_dec_args &a, int h,
         ln_trace(a.tr, 4);
     }
     int n = *a.pos + 1, ns = a.CH ? (n + a.CH - 1) / a.CH : attn_fd_used(a.nsplit, a.minpos, n) + a.xs;
-    /* the first CB partials of this thread's group with the splits' (m, l): one round trip to L2 */
     constexpr int CB = 8;
     float po[CB];
+    float2 ml[CB];
+    int dd = d < HD ? d : HD - 1; /* threads past the head's dims load a valid address, unused */
 #pragma unroll
     for (int k = 0; k < CB; k++) {
         int s = g + k * groups;
-        po[k] = d < HD && s < ns ? a.part_o[((long)s * a.NH + h) * HD + d] : 0.0f;
+        long i = (long)(s < ns ? s : 0) * a.NH + h;
+        po[k] = a.part_o[i * HD + dd];
+        ml[k] = *(const float2 *)(a.part_ml + 2 * i);
+        if (s >= ns) ml[k].x = -INFINITY; /* an empty split's m is -inf too (its l 0) */
     }
-    float m = -INFINITY;
-    for (int s = tid; s < ns; s += blockDim.x) m = fmaxf(m, a.part_ml[((long)s * a.NH + h) * 2]);
-    m = warp_max(m);
-    if ((tid & 31) == 0) red[tid >> 5] = m;
-    __syncthreads();
     float M = -INFINITY;
-    for (int i = 0; i < (int)(blockDim.x >> 5); i++) M = fmaxf(M, red[i]);
-    __syncthreads();
-    float den = 0.0f;
-    for (int s = tid; s < ns; s += blockDim.x) {
-        float e = __expf(a.part_ml[((long)s * a.NH + h) * 2] - M);
-        ws[s] = e;
-        den += e * a.part_ml[((long)s * a.NH + h) * 2 + 1];
-    }
-    den = block_sum_f(den, red);
-    float acc = 0.0f;
-    if (d < HD) {
+#pragma unroll
+    for (int k = 0; k < CB; k++) M = fmaxf(M, ml[k].x);
+    float acc = 0.0f, den = 0.0f;
+    if (M != -INFINITY)
 #pragma unroll
         for (int k = 0; k < CB; k++) {
-            int s = g + k * groups;
-            if (s < ns) acc += ws[s] * po[k];
+            float e = __expf(ml[k].x - M); /* 0 for empty and absent splits */
+            acc = fmaf(e, po[k], acc);
+            den = fmaf(e, ml[k].y, den);
         }
-#pragma unroll 8
-        for (int s = g + CB * groups; s < ns; s += groups) acc += ws[s] * a.part_o[((long)s * a.NH + h) * HD + d];
+    for (int s = g + CB * groups; s < ns; s += groups) { /* more splits than CB per group: online */
+        long i = (long)s * a.NH + h;
+        float2 t = *(const float2 *)(a.part_ml + 2 * i);
+        if (t.x == -INFINITY) continue;
+        float o = a.part_o[i * HD + dd];
+        if (t.x > M) {
+            float r = M == -INFINITY ? 0.0f : __expf(M - t.x);
+            acc *= r;
+            den *= r;
+            M = t.x;
+        }
+        float e = __expf(t.x - M);
+        acc = fmaf(e, o, acc);
+        den = fmaf(e, t.y, den);
     }
+    float *gm = part + blockDim.x, *gd = gm + groups; /* [groups] maxima, denominators */
     part[tid] = acc;
+    if (tid % nd == 0) { gm[g] = M; gd[g] = den; }
     __syncthreads();
     if (g == 0 && d < HD) {
-        for (int k = 1; k < groups; k++) acc += part[k * nd + tid];
-        a.out[h * HD + d] = acc / den * (pdl ? gate : sigmoid_f(a.qg[h * 2 * HD + HD + d]));
+        float Mt = -INFINITY;
+        for (int k = 0; k < groups; k++) Mt = fmaxf(Mt, gm[k]);
+        float o = 0.0f, dt = 0.0f;
+        if (Mt != -INFINITY)
+            for (int k = 0; k < groups; k++) {
+                float e = gm[k] == -INFINITY ? 0.0f : __expf(gm[k] - Mt);
+                o = fmaf(e, part[k * nd + tid], o);
+                dt = fmaf(e, gd[k], dt);
+            }
+        a.out[h * HD + d] = (dt > 0.0f ? o / dt : 0.0f) * (pdl ? gate : sigmoid_f(a.qg[h * 2 * HD + HD + d]));
     }
 }
 
@@ -384,13 +402,12 @@ __device__ __forceinline__ void attn_fold_xold(const attn_dec_args &a, float *re
 
 template <bool FOLD> /* a.flraw != NULL */
 __global__ void __launch_bounds__(ATT_COMB_THREADS) k_attn_combine(const attn_dec_args a) {
-    __shared__ float ws[ATT_COMB_MAXS];
-    __shared__ float part[ATT_COMB_THREADS];
+    __shared__ float part[ATT_COMB_THREADS + 2 * ATT_COMB_THREADS / 32];
     ln_trace(a.tr, 0);
     pdl_trigger();
     if (FOLD) attn_fold_xold(a, part);
     int nd = a.HD / gridDim.y; /* grid (NH, HD / nd): a head's dims over several blocks, fewer partials each */
-    attn_combine_part(a, blockIdx.x, blockIdx.y * nd, nd, ws, part, true); /* waits inside */
+    attn_combine_part(a, blockIdx.x, blockIdx.y * nd, nd, part, true); /* waits inside */
     ln_trace(a.tr, 2);
 }
 

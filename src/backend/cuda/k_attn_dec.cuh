@@ -40,14 +40,25 @@
 #define FD_Q8_TS 1  /* sub-tiles of FD_TILE positions a q8 warp iteration loads at once (2: measured slower, session 11) */
 #endif
 #define FD_PF 64    /* cached rows per split prefetched into L2 before the wait (past the warps' first tiles) */
+#ifndef FD_XS_DIRECT
+#define FD_XS_DIRECT 1 /* the appended position's block (attn_dec_args.xs) writes its one-position partial from the rows it appends (0: through the loop and the merge) */
+#endif
 #ifndef FD_PF_FG
 #define FD_PF_FG 256 /* the same for the FG < FD_G blocks, which enter while the projection before them runs */
 #endif
 
+/* The merge's per-warp head rows in shared memory: row r (warp w, head g: r = w * FG + g) holds dim d
+ * at fd_wo(r, d) = r * FD_WS(HD) + d + 2 (d / 32). The padding keeps the stores of a warp's state
+ * free of bank conflicts: the tensor-core loop's lane (g, c) stores dims 32g + 2mt of heads 2c and
+ * 2c + 1, which with rows of exactly HD floats all fell into one bank pair (32 ways; session 23's
+ * trace: 3.6 µs of merge per flash-decoding block at 4K); now they are 8c + 2g apart (mod 32). */
+#define FD_WS(HD) ((HD) + 2 * ((HD) >> 5) + 4)
+__host__ __device__ static inline int fd_wo(int r, int d, int HD) { return r * FD_WS(HD) + d + 2 * (d >> 5); }
+
 /* dynamic smem: q [G][HD] fp32 + per-warp states for the merge + q as bf16 mma fragments [HD/16][32] x 8 B
  * (the tensor-core loop) */
 __host__ __device__ static inline size_t attn_fd_smem(int HD, int FG = FD_G) {
-    return (size_t)FG * HD * 4 + (size_t)FD_WARPS * FG * HD * 4 + (size_t)FD_WARPS * FG * 2 * 4 + (size_t)FG * HD * 2;
+    return (size_t)FG * HD * 4 + (size_t)FD_WARPS * FG * FD_WS(HD) * 4 + (size_t)FD_WARPS * FG * 2 * 4 + (size_t)FG * HD * 2;
 }
 
 /* All-reduce of v[0..N) over the warp (N = 8: the 8-head blocks, 4: the FG = 4 blocks of
@@ -152,8 +163,11 @@ __device__ __forceinline__ void fd_norm_rope(const attn_dec_args &a, const float
  * row. xs: FD_WARPS * HD floats of scratch; gq, gk, fr: the q and k norm gains and the inverse
  * frequencies, in shared memory. */
 template <int DPL, int FG = FD_G>
+/* kvs (or NULL): where the appending warp also leaves the K and V rows as the cache now holds them
+ * (fp32 [2][HD], the q8 codes times their scale or the bf16 values), for the block of the appended
+ * position alone (attn_fd_block, xs). */
 __device__ __forceinline__ void attn_fd_prep(const attn_dec_args &a, int kvh, int p, bool last, float *qs, float *xs, const float *gq,
-                                             const float *gk, const float *fr, int g0 = 0) {
+                                             const float *gk, const float *fr, int g0 = 0, float *kvs = NULL) {
     constexpr int HD = 32 * DPL;
     int w = threadIdx.x >> 5, lane = threadIdx.x & 31, G = a.NH / a.NKV;
     float *xw = xs + w * HD, v[DPL], xq[DPL], xk[DPL], xv[DPL];
@@ -198,6 +212,9 @@ __device__ __forceinline__ void attn_fd_prep(const attn_dec_args &a, int kvh, in
 #pragma unroll
                 for (int d = 0; d < DPL; d++) rows[k][lane * DPL + d] = (unsigned char)c[d];
                 if ((lane * DPL & 31) == 0) ((__half *)(rows[k] + HD))[lane * DPL >> 5] = sc;
+                if (kvs)
+#pragma unroll
+                    for (int d = 0; d < DPL; d++) kvs[k * HD + lane * DPL + d] = (float)c[d] * __half2float(sc);
             }
         } else {
             __nv_bfloat16 *kc = (__nv_bfloat16 *)a.kc + ((long)kvh * a.n_ctx + p) * HD + lane * DPL;
@@ -206,6 +223,10 @@ __device__ __forceinline__ void attn_fd_prep(const attn_dec_args &a, int kvh, in
             for (int d = 0; d < DPL; d++) {
                 kc[d] = __float2bfloat16(v[d]);
                 vc[d] = __float2bfloat16(xv[d]);
+                if (kvs) {
+                    kvs[lane * DPL + d] = __bfloat162float(kc[d]);
+                    kvs[HD + lane * DPL + d] = __bfloat162float(vc[d]);
+                }
             }
         }
     }
@@ -343,7 +364,7 @@ __device__ __forceinline__ void fd_mma_tile(const fd_mma_regs<Q8> &r, const uint
     }
 }
 
-/* the warp's state into the merge's shared memory: wo_w [8][256] (its heads' O), wml_w [8][2] (m, l) */
+/* the warp's state into the merge's shared memory: wo_w 8 rows of fd_wo (its heads' O), wml_w [8][2] (m, l) */
 __device__ __forceinline__ void fd_mma_store(const fd_mma_state &st, int lane, float *wo_w, float *wml_w) {
     int g = lane >> 2, c = lane & 3;
     float l0 = st.l[0], l1 = st.l[1];
@@ -354,8 +375,8 @@ __device__ __forceinline__ void fd_mma_store(const fd_mma_state &st, int lane, f
     }
 #pragma unroll
     for (int mt = 0; mt < 16; mt++) {
-        *(float2 *)(wo_w + (2 * c) * 256 + 32 * g + 2 * mt) = make_float2(st.o[mt][0], st.o[mt][2]);
-        *(float2 *)(wo_w + (2 * c + 1) * 256 + 32 * g + 2 * mt) = make_float2(st.o[mt][1], st.o[mt][3]);
+        *(float2 *)(wo_w + fd_wo(2 * c, 32 * g + 2 * mt, 256)) = make_float2(st.o[mt][0], st.o[mt][2]);
+        *(float2 *)(wo_w + fd_wo(2 * c + 1, 32 * g + 2 * mt, 256)) = make_float2(st.o[mt][1], st.o[mt][3]);
     }
     if (g == 0) {
         wml_w[4 * c] = st.m[0]; wml_w[4 * c + 1] = l0;
@@ -373,7 +394,7 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
     constexpr int TL = FG < FD_G ? FD_TILE_FG : FD_TILE; /* positions per warp iteration */
     float *qs = fsm;                              /* [FG][HD] */
     float *wo = qs + FG * HD;                     /* [FD_WARPS][FG][HD] */
-    float *wml = wo + FD_WARPS * FG * HD;         /* [FD_WARPS][FG][2] */
+    float *wml = wo + FD_WARPS * FG * FD_WS(HD);  /* [FD_WARPS][FG][2] */
     /* in wo until the merge: the prep's scratch [FD_WARPS][HD], then the q / k norm gains and the
      * inverse frequencies */
     float *gq = wo + FD_WARPS * HD, *gk = gq + HD, *fr = gk + HD;
@@ -447,7 +468,10 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
     }
     __syncthreads(); /* the weights in shared memory */
     ln_trace(a.tr, 41);
-    if (a.fused) attn_fd_prep<DPL, FG>(a, kvh, n - 1, appends, qs, wo, gq, gk, fr, g0); /* wo is free until the merge */
+    /* the appended position's block (xs) keeps the rows it appends: [2][HD] past the prep's scratch
+     * (FD_WARPS + 3 rows of HD) in wo, which holds FD_WARPS * FG rows */
+    float *kvs = app && a.fused && FD_XS_DIRECT ? gk + 2 * HD : NULL;
+    if (a.fused) attn_fd_prep<DPL, FG>(a, kvh, n - 1, appends, qs, wo, gq, gk, fr, g0, kvs); /* wo is free until the merge */
     else
         for (int i = threadIdx.x; i < FG * HD; i += blockDim.x) qs[i] = g0 * HD + i < G * HD ? a.q[(long)kvh * G * HD + g0 * HD + i] : 0.0f;
     ln_trace(a.tr, 42);
@@ -456,6 +480,21 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
 #endif
     __syncthreads(); /* fused: the block's own K/V row of position n-1 is visible to its plain loads (NC = false) */
     ln_trace(a.tr, 3);
+    if (kvs) { /* one position: m = q.k, l = 1, o = v for each head, from the rows just written (the
+                * loop below would load them back from memory and run a 16-position tile and the
+                * 8 warps' merge for them: session 23's trace, this block was the launch's last, 4.2 µs
+                * of loop and 2.8 of merge at 4K) */
+        int Gb = min(FG, G - g0);
+        for (int g = w; g < Gb; g += FD_WARPS) {
+            float t = 0.0f;
+            for (int d = lane; d < HD; d += 32) t = fmaf(qs[g * HD + d], kvs[d], t);
+            t = warp_sum(t);
+            long h = (long)split * a.NH + kvh * G + g0 + g;
+            for (int d = lane; d < HD; d += 32) a.part_o[h * HD + d] = kvs[HD + d];
+            if (lane == 0) { a.part_ml[h * 2] = t; a.part_ml[h * 2 + 1] = 1.0f; }
+        }
+        return;
+    }
     if constexpr (MMA) {
         uint2 *qf = (uint2 *)(wml + FD_WARPS * FG * 2); /* [16 k-steps][32 lanes]: see fd_mma_tile */
         for (int i = threadIdx.x; i < 16 * 32; i += blockDim.x) {
@@ -479,7 +518,7 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
                 if (t0 + 16 * j < hi) fd_mma_tile<Q8>(mr[j], qf, t0 + 16 * j, hi, lane, st);
         }
         ln_trace(a.tr, 4);
-        fd_mma_store(st, lane, wo + (long)w * FG * HD, wml + w * FG * 2);
+        fd_mma_store(st, lane, wo + (long)w * FG * FD_WS(HD), wml + w * FG * 2);
     } else {
     float m[FG], l[FG], o[FG][DPL];
 #pragma unroll
@@ -584,7 +623,7 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
 #pragma unroll
     for (int g = 0; g < FG; g++) {
 #pragma unroll
-        for (int d = 0; d < DPL; d++) wo[((long)w * FG + g) * HD + lane * DPL + d] = o[g][d];
+        for (int d = 0; d < DPL; d++) wo[fd_wo(w * FG + g, lane * DPL + d, HD)] = o[g][d];
         if (lane == 0) { wml[(w * FG + g) * 2] = m[g]; wml[(w * FG + g) * 2 + 1] = l[g]; }
     }
     } /* per-position loop */
@@ -609,7 +648,7 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
         float M = e[FD_WARPS], L = 0.0f, O = 0.0f;
         if (M != -INFINITY)
 #pragma unroll
-            for (int ww = 0; ww < FD_WARPS; ww++) O += e[ww] * wo[((long)ww * FG + g) * HD + d];
+            for (int ww = 0; ww < FD_WARPS; ww++) O += e[ww] * wo[fd_wo(ww * FG + g, d, HD)];
         int h = kvh * G + g0 + g;
         a.part_o[((long)split * a.NH + h) * HD + d] = O;
         if (d == 0) {

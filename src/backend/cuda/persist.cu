@@ -555,12 +555,12 @@ __device__ __noinline__ void pk_attn_fd_t(const attn_dec_args &da, float *fsm) {
     }
 }
 
-/* Merge of the flash-decoding splits: virtual block (head h, 64 dims), its 4 thread groups each sum
- * a quarter of the splits. scratch: nsplit + PK_THREADS floats (the activation area, idle here). */
+/* Merge of the flash-decoding splits: virtual block (head h, 64 dims), its thread groups each sum
+ * a share of the splits. scratch: PK_THREADS + 2 * PK_THREADS / 64 floats (the activation area, idle here). */
 __device__ __forceinline__ void pk_attn_combine(const attn_dec_args &a, float *scratch) {
     int nch = (a.HD + 63) / 64;
     for (int vb = blockIdx.x; vb < a.NH * nch; vb += gridDim.x) {
-        attn_combine_part(a, vb / nch, (vb % nch) * 64, 64, scratch + PK_THREADS, scratch);
+        attn_combine_part(a, vb / nch, (vb % nch) * 64, 64, scratch);
         __syncthreads();
     }
 }
