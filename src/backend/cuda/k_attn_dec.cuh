@@ -138,7 +138,13 @@ __device__ __forceinline__ void fd_norm_rope(const attn_dec_args &a, const float
     for (int d = 0; d < DPL; d++) { x[d] = xin[d]; ss += x[d] * x[d]; }
     float r = rsqrtf(warp_sum(ss) / (float)HD + a.eps);
 #pragma unroll
-    for (int d = 0; d < DPL; d++) { x[d] *= r * g[lane * DPL + d]; xs[lane * DPL + d] = x[d]; }
+    for (int d = 0; d < DPL; d++) x[d] *= r * g[lane * DPL + d];
+    if (DPL % 4 == 0) /* 16-byte stores: 2-way bank conflicts instead of DPL-way */
+#pragma unroll
+        for (int d = 0; d < DPL; d += 4) *(float4 *)(xs + lane * DPL + d) = make_float4(x[d], x[d + 1], x[d + 2], x[d + 3]);
+    else
+#pragma unroll
+        for (int d = 0; d < DPL; d++) xs[lane * DPL + d] = x[d];
     __syncwarp();
     int half = a.n_rot / 2;
 #pragma unroll
@@ -201,8 +207,12 @@ __device__ __forceinline__ void attn_fd_prep(const attn_dec_args &a, int kvh, in
 #pragma unroll
             for (int d = 0; d < DPL; d++) v[d] = 0.0f;
         if (!isk) {
+            if (DPL % 4 == 0) /* 16-byte stores: 2-way bank conflicts instead of DPL-way */
 #pragma unroll
-            for (int d = 0; d < DPL; d++) qs[g * HD + lane * DPL + d] = v[d];
+                for (int d = 0; d < DPL; d += 4) *(float4 *)(qs + g * HD + lane * DPL + d) = make_float4(v[d], v[d + 1], v[d + 2], v[d + 3]);
+            else
+#pragma unroll
+                for (int d = 0; d < DPL; d++) qs[g * HD + lane * DPL + d] = v[d];
         } else if (a.q8) { /* the lane's DPL values lie in one 32-value block of 32 / DPL lanes */
             long ro = ((long)kvh * a.n_ctx + p) * kv_row_bytes(HD, 1);
             unsigned char *rows[2] = {(unsigned char *)a.kc + ro, (unsigned char *)a.vc + ro};
@@ -497,10 +507,14 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
     }
     if constexpr (MMA) {
         uint2 *qf = (uint2 *)(wml + FD_WARPS * FG * 2); /* [16 k-steps][32 lanes]: see fd_mma_tile */
+        /* thread i: lane ln = i % 32 of k-step (i / 32 + ln) % 16, so that the 8 threads of a 16-byte
+         * load phase read 8 different k-steps (banks 4 ks apart; k-step i / 32 for all of them put
+         * the warp's 32 reads in one bank: head rows and 64-dim quarters are multiples of 32 floats)
+         * and the stores of a half warp go to 16 different lanes' words */
         for (int i = threadIdx.x; i < 16 * 32; i += blockDim.x) {
-            int ks = i >> 5, ln = i & 31;
-            const float *q = qs + (ln >> 2) * HD + 64 * (ln & 3) + 4 * ks;
-            qf[i] = Q8 ? make_uint2(fd_pack_h(q[0], q[1]), fd_pack_h(q[2], q[3])) : make_uint2(fl2_pack(q[0], q[1]), fl2_pack(q[2], q[3]));
+            int ln = i & 31, ks = ((i >> 5) + ln) & 15;
+            float4 q = *(const float4 *)(qs + (ln >> 2) * HD + 64 * (ln & 3) + 4 * ks);
+            qf[ks * 32 + ln] = Q8 ? make_uint2(fd_pack_h(q.x, q.y), fd_pack_h(q.z, q.w)) : make_uint2(fl2_pack(q.x, q.y), fl2_pack(q.z, q.w));
         }
         __syncthreads();
         fd_mma_state st;
