@@ -412,24 +412,46 @@ __device__ __forceinline__ const unsigned char *ln_arena(const void *p, uint32_t
 #else
 #define LN_SRC(p, b) (p)
 #endif
+#ifndef LN_EVF
+#define LN_EVF 1
+#endif
+#if LN_EVF
+/* A tile copy whose lines the L2 allocates evict-first (session 24: +2.8 / +2.8 / +2.9 tok/s at
+ * 4K and +3.0 .. +3.8 at 256 in three calls; LN_EVF=0 the plain copy). Every weight byte is read
+ * once a step and 1.9 GB stream through the 50 MB L2 per token, so nothing of a tile is worth
+ * keeping; with the default policy the tiles pushed out what is: the next input projection that
+ * the MoE down asks the L2 for (LILAC_CUDA_PFNEXT). Without that prefetch the policy gains nothing
+ * (call 3); the fused GDN kernel's and the fold's cp.async weight rows evict-first too lose 3.2,
+ * flash decoding's K / V rows by ld.global.cs 1.4 more, the prefetch itself evict-last 10.8
+ * (bench/results/2026-12-05-h200-s24). */
+__device__ __forceinline__ void ln_g2s(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
+    uint64_t pol;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
+                 ::"r"(smem_u32(dst)), "l"(src), "r"(bytes), "r"(smem_u32(bar)), "l"(pol)
+                 : "memory");
+}
+#else
+#define ln_g2s bulk_g2s
+#endif
 /* Requests rows [r0, r0+n) of W into a tile laid out for TR rows at dst (thread 0; bar armed here). */
 __device__ __forceinline__ void ln_copy_rows(const gmat &W, long r0, int n, int TR, unsigned char *dst, uint64_t *bar, bool arm) {
     int nb = W.cols >> 8;
     size_t blk0 = (size_t)r0 * nb, nblk = (size_t)n * nb;
     if (W.type == GT_Q4_K) {
         if (arm) mbar_expect_tx(bar, (uint32_t)(nblk * 144));
-        bulk_g2s(dst, LN_SRC(W.q + blk0 * 128, (uint32_t)(nblk * 128)), (uint32_t)(nblk * 128), bar);
-        bulk_g2s(dst + (size_t)TR * nb * 128, LN_SRC(W.sc + blk0 * 16, (uint32_t)(nblk * 16)), (uint32_t)(nblk * 16), bar);
+        ln_g2s(dst, LN_SRC(W.q + blk0 * 128, (uint32_t)(nblk * 128)), (uint32_t)(nblk * 128), bar);
+        ln_g2s(dst + (size_t)TR * nb * 128, LN_SRC(W.sc + blk0 * 16, (uint32_t)(nblk * 16)), (uint32_t)(nblk * 16), bar);
     } else if (W.type == GT_Q6_K) {
         if (arm) mbar_expect_tx(bar, (uint32_t)(nblk * 210));
-        bulk_g2s(dst, LN_SRC(W.q + blk0 * 128, (uint32_t)(nblk * 128)), (uint32_t)(nblk * 128), bar);
-        bulk_g2s(dst + (size_t)TR * nb * 128, LN_SRC(W.qh + blk0 * 64, (uint32_t)(nblk * 64)), (uint32_t)(nblk * 64), bar);
-        bulk_g2s(dst + (size_t)TR * nb * 192, LN_SRC(W.sc + blk0 * 16, (uint32_t)(nblk * 16)), (uint32_t)(nblk * 16), bar);
-        bulk_g2s(dst + (size_t)TR * nb * 208, LN_SRC((const unsigned char *)W.d + blk0 * 2, (uint32_t)(nblk * 2)), (uint32_t)(nblk * 2), bar);
+        ln_g2s(dst, LN_SRC(W.q + blk0 * 128, (uint32_t)(nblk * 128)), (uint32_t)(nblk * 128), bar);
+        ln_g2s(dst + (size_t)TR * nb * 128, LN_SRC(W.qh + blk0 * 64, (uint32_t)(nblk * 64)), (uint32_t)(nblk * 64), bar);
+        ln_g2s(dst + (size_t)TR * nb * 192, LN_SRC(W.sc + blk0 * 16, (uint32_t)(nblk * 16)), (uint32_t)(nblk * 16), bar);
+        ln_g2s(dst + (size_t)TR * nb * 208, LN_SRC((const unsigned char *)W.d + blk0 * 2, (uint32_t)(nblk * 2)), (uint32_t)(nblk * 2), bar);
     } else { /* BF16 */
         size_t bytes = (size_t)n * W.cols * 2;
         if (arm) mbar_expect_tx(bar, (uint32_t)bytes);
-        bulk_g2s(dst, W.q + (size_t)r0 * W.cols * 2, (uint32_t)bytes, bar);
+        ln_g2s(dst, W.q + (size_t)r0 * W.cols * 2, (uint32_t)bytes, bar);
     }
 }
 
