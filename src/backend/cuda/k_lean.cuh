@@ -97,11 +97,6 @@
  * entry, then from byte 64 the SM
  * of each of the first 256 blocks (how blocks of one kernel share SMs). */
 #define LN_TRS 52 /* [40, 48): the fused MoE kernel's phase stamps (k_fused.cuh); [48, 52): (time << 16 | block) of the last block past stamps 1..4 */
-/* Experiment (session 23, prepared, not measured): the attention out-projection's router-fold x_old
- * term computed after its wait by warps 0 and 1 beside the prologue (ln_gemv_body, FB 2) */
-#ifndef LN_FB2_XO
-#define LN_FB2_XO 0
-#endif
 /* The calling thread spins ns nanoseconds (a kernel's pre-wait requests made a little later, k_lgdn.cuh). */
 __device__ __forceinline__ void ln_delay_ns(unsigned ns) {
     if (ns == 0) return;
@@ -541,7 +536,6 @@ __device__ __forceinline__ void ln_gemv_body(const lgemv_args &L) {
                     cp_async16(sm + L.fboff + (size_t)q * a.K * 2 + 16 * i, (const unsigned char *)(L.fB + (size_t)row * a.K) + 16 * i, 16);
         }
         cp_async_commit();
-#if !LN_FB2_XO
         int q = warp >> 3, wr = warp & 7, row = (int)blockIdx.x + q * G, per = L.fH >> 3;
         float t = 0.0f;
         if (row < L.fNL) {
@@ -558,7 +552,6 @@ __device__ __forceinline__ void ln_gemv_body(const lgemv_args &L) {
         __syncthreads();
         if (tid < 2)
             for (int k = 0; k < 8; k++) fxo += red[8 * tid + k];
-#endif
     }
     __syncthreads();
     qact Q;
@@ -584,32 +577,6 @@ __device__ __forceinline__ void ln_gemv_body(const lgemv_args &L) {
         ln_trace(L.trace, 40 + rep);
         __syncthreads();
     }
-#elif LN_FB2_XO
-    /* experiment (session 23, not measured): the x_old term after the wait by warps 0 and 1, a row
-     * each, while warps 2.. run the prologue (its pieces, W0 = 2): the out-projection's blocks enter
-     * only as the flash-decoding blocks leave, so before-the-wait work is on its path anyway, and
-     * this takes the term's serial ~1 µs (8 warps a row, a block barrier) off it */
-    float rn;
-    if (FB == 2) {
-        if (warp < 2) {
-            int row = (int)blockIdx.x + warp * G;
-            float t = 0.0f;
-            if (row < L.fNL) {
-                const __nv_bfloat16 *wrow = row < L.fNL - (L.fWs ? 1 : 0) ? L.fWr + (size_t)row * L.fH : L.fWs;
-                for (int c = 8 * lane; c < L.fH; c += 256) {
-                    float4 x0 = *(const float4 *)(L.fx + c), x1 = *(const float4 *)(L.fx + c + 4);
-                    float4 g0 = *(const float4 *)(L.fg + c), g1 = *(const float4 *)(L.fg + c + 4);
-                    float xg[8] = {x0.x * g0.x, x0.y * g0.y, x0.z * g0.z, x0.w * g0.w, x1.x * g1.x, x1.y * g1.y, x1.z * g1.z, x1.w * g1.w};
-                    t = bf16x8_fma(*(const uint4 *)(wrow + c), xg, t);
-                }
-            }
-            fxo = warp_sum(t); /* lane 0 of warp q: row b + q G, as tid q had before */
-        }
-        rn = ln_prologue<false, 2>(a, sm + (size_t)NST * L.stage, red, &Q);
-    } else {
-        rn = ln_prologue(a, sm + (size_t)NST * L.stage, red, &Q);
-    }
-    ln_trace(L.trace, 40);
 #else
     float rn = ln_prologue(a, sm + (size_t)NST * L.stage, red, &Q);
     ln_trace(L.trace, 40); /* slots 8..39 hold the SM ids; 40.. are free outside k_fused */
@@ -631,20 +598,11 @@ __device__ __forceinline__ void ln_gemv_body(const lgemv_args &L) {
         t = warp_sum(t);
         if (lane == 0) red[warp] = t;
         __syncthreads();
-#if LN_FB2_XO
-        int fq = lane == 0 && warp < 2 ? warp : -1; /* the thread that holds row fq's x_old term */
-        if (fq >= 0 && (int)blockIdx.x + fq * G < L.fNL) {
-            float s = 0.0f;
-            for (int k = 0; k < 8; k++) s += red[8 * fq + k];
-            L.flraw[blockIdx.x + fq * G] = fxo + s * rn;
-        }
-#else
         if (tid < 2 && (int)blockIdx.x + tid * G < L.fNL) {
             float s = 0.0f;
             for (int k = 0; k < 8; k++) s += red[8 * tid + k];
             L.flraw[blockIdx.x + tid * G] = fxo + s * rn;
         }
-#endif
     }
     ln_trace(L.trace, 3);
     int C = a.K >> 6, K = a.K;
