@@ -64,15 +64,18 @@
 #ifndef LN_DOWN_REGS
 #define LN_DOWN_REGS 0 /* 0: the launch bounds' 56 */
 #endif
-/* MoE gate/up at 48 registers (session 11; 0: the launch bounds' 56). A 16-warp block at 56 takes
+/* MoE gate/up at 56 registers since session 24 (no spills; 48 before): with the tile copies evict-first
+ * (LN_EVF) 56 measured +2.4 tok/s at 4K against HEAD at 48 and +3.3 against the same build path, +0.8
+ * / +1.3 at 256 (one call, 3 rounds, the same bits: bench/results/2026-12-05-h200-s24 call 10). Session
+ * 11's reasoning for 48 (0: the launch bounds' 56), which held until then: a 16-warp block at 56 takes
  * 7,168 of each sub-partition's 16,384 registers and the MoE down block (18 warps at 56) 8,960 on
  * two of them: on paper 16,128 fit, on the device the down entered an SM only as gate/up's block
  * left (trace: 3.3 µs from gate/up done to the down past its wait, its top-k and 18-36 bulk copies
  * after entry). At 48 (6,144) the down enters while gate/up runs, its pre-wait work hides, the gap
  * is 0.5 µs: +4 tok/s at 4K (gate/up's first routed tile arrives later, its copies now queued
- * behind the down's). 4 bytes of spill in one instance. */
+ * behind the down's). At 48, 4-8 bytes of spill per instance. */
 #ifndef LN_GU_REGS
-#define LN_GU_REGS 48
+#define LN_GU_REGS 56
 #endif
 #define LN_STAGE (36 * LN_THREADS) /* one Q4_K tile of LN_THREADS chunks (36 bytes each) */
 /* dynamic shared memory per block (default; LILAC_CUDA_LN_SMEM): more than half of an SM's 228 KB,
