@@ -453,6 +453,22 @@ __device__ __forceinline__ void ln_copy_rows(const gmat &W, long r0, int n, int 
     }
 }
 
+#ifdef LN_PFSELF
+/* Experiment (session 24, prepared, not measured): asks the L2 for rows [r0, r0+n) of W, plane by plane
+ * (the bytes ln_copy_rows would copy; thread 0). */
+__device__ __forceinline__ void ln_prefetch_rows(const gmat &W, long r0, int n) {
+    int nb = W.cols >> 8;
+    size_t blk0 = (size_t)r0 * nb, nblk = (size_t)n * nb;
+    auto pf = [](const void *p, size_t bytes) { /* 16-byte multiples (every plane of a 256-column row is) */
+        if (bytes >= 16) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p), "r"((uint32_t)(bytes & ~(size_t)15)) : "memory");
+    };
+    if (W.type == GT_Q4_K) { pf(W.q + blk0 * 128, nblk * 128); pf(W.sc + blk0 * 16, nblk * 16); }
+    else if (W.type == GT_Q6_K) {
+        pf(W.q + blk0 * 128, nblk * 128); pf(W.qh + blk0 * 64, nblk * 64); pf(W.sc + blk0 * 16, nblk * 16);
+        pf((const unsigned char *)W.d + blk0 * 2, nblk * 2);
+    } else pf(W.q + (size_t)r0 * W.cols * 2, (size_t)n * W.cols * 2);
+}
+#endif
 /* The dot of chunk c of tile row rr (a tile of TR rows of type WT at base). */
 __device__ __forceinline__ float ln_dot_tile(int WT, const unsigned char *base, int TR, int K, int rr, int c, const ln_act &A,
                                              const float *xf) {
@@ -528,6 +544,14 @@ __device__ __forceinline__ void ln_gemv_body(const lgemv_args &L) {
     if (tid == 0) {
         mbar_ring_init(bar, NST);
         for (int i = 0; i < npre && i < mine; i++) issue(i);
+#ifdef LN_PFSELF /* experiment: the stages requested after the prologue asked of the L2 at entry (run with
+                  * LILAC_CUDA_PFNEXT=0 and 2: the down's prefetch of the same bytes off / on) */
+        for (int i = npre; i < NST && i < mine; i++) {
+            int s, r0, n;
+            locate(i, &s, &r0, &n);
+            ln_prefetch_rows(a.seg[s].W, r0, n);
+        }
+#endif
     }
     float fxo = 0.0f; /* FB 2, threads 0 and 1: the x_old term of logit row b + tid G */
     if (FB == 2) { /* this block's (at most two) B rows, 16 bytes a thread per step; then the x_old term
