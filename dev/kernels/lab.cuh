@@ -104,4 +104,33 @@ static inline double lab_relerr(const float *ref, const float *got, size_t n, do
     return sqrt(num / (den > 0 ? den : 1));
 }
 
+/* ---- probes that time one request per SM (tlb.cu, tmaq.cu) */
+
+/* A 32-bit mix (random pages and offsets from a seed, the same on host and device). */
+__host__ __device__ __forceinline__ uint32_t lab_hash32(uint32_t x) {
+    x ^= x >> 16; x *= 0x7feb352du; x ^= x >> 15; x *= 0x846ca68bu; x ^= x >> 16;
+    return x;
+}
+
+/* Writes n 16-byte words: launched before a probe, it pushes the probe's bytes out of the 50 MB L2. */
+__global__ void lab_k_flush(uint4 *p, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) p[i] = make_uint4(i, 1, 2, 3);
+}
+
+/* One launch's per-block (issue, land) cycle pairs h[2b], h[2b+1] as µs: the median and the max over
+ * the nb blocks of each, appended to im / ix / lm / lx. */
+static inline void lab_probe_stats(const std::vector<unsigned long long> &h, int nb, int khz, std::vector<double> &im,
+                                   std::vector<double> &ix, std::vector<double> &lm, std::vector<double> &lx) {
+    std::vector<double> a(nb), b(nb);
+    for (int i = 0; i < nb; i++) { a[i] = h[2 * i] / (khz * 1e-3); b[i] = h[2 * i + 1] / (khz * 1e-3); }
+    std::sort(a.begin(), a.end());
+    std::sort(b.begin(), b.end());
+    im.push_back(a[nb / 2]); ix.push_back(a[nb - 1]); lm.push_back(b[nb / 2]); lx.push_back(b[nb - 1]);
+}
+
+static inline double lab_median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
 #endif

@@ -22,14 +22,9 @@
 
 #define PG (2u << 20)
 
-__device__ __forceinline__ uint32_t tl_hash(uint32_t x) {
-    x ^= x >> 16; x *= 0x7feb352du; x ^= x >> 15; x *= 0x846ca68bu; x ^= x >> 16;
-    return x;
-}
-
 /* out[2 * block] = issue cycles, out[2 * block + 1] = land cycles */
 __global__ void k_probe(const uint8_t *buf, size_t region, uint32_t P, uint32_t seed, int mode, unsigned long long *out, unsigned *sink) {
-    extern __shared__ __align__(128) uint8_t sm[];
+    extern __shared__ __align__(16) uint8_t sm[];
     __shared__ __align__(8) uint64_t bar;
     if (threadIdx.x != 0) return;
     mbar_init(&bar, 1);
@@ -40,8 +35,8 @@ __global__ void k_probe(const uint8_t *buf, size_t region, uint32_t P, uint32_t 
     size_t stride = region / P; /* pages spread over the whole region */
     stride &= ~(size_t)(PG - 1);
     for (int r = 0; r < nreg; r++) {
-        uint32_t h = tl_hash(seed * 2654435761u + blockIdx.x * 97u + r * 7919u);
-        size_t page = h % P, off = (size_t)(tl_hash(h + 1) % (PG / 16384 - 2)) * 16384;
+        uint32_t h = lab_hash32(seed * 2654435761u + blockIdx.x * 97u + r * 7919u);
+        size_t page = h % P, off = (size_t)(lab_hash32(h + 1) % (PG / 16384 - 2)) * 16384;
         src[r] = buf + (size_t)r * region + page * stride + off;
     }
     if (mode == 1) { /* touch first: translation (and one line) of each address */
@@ -64,10 +59,6 @@ __global__ void k_probe(const uint8_t *buf, size_t region, uint32_t P, uint32_t 
     if (*(const unsigned *)(sm + 64) == 0xdeadbeefu) atomicAdd(sink, 1u);
     out[2 * blockIdx.x] = (unsigned long long)(t1 - t0);
     out[2 * blockIdx.x + 1] = (unsigned long long)(t2 - t0);
-}
-
-__global__ void k_flush(uint4 *p, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) p[i] = make_uint4(i, 1, 2, 3);
 }
 
 int main() {
@@ -98,20 +89,15 @@ int main() {
             if ((size_t)P * PG > region) continue;
             std::vector<double> im, ix, lm, lx;
             for (int it = 0; it < 40; it++) {
-                k_flush<<<4 * nsm, 512>>>((uint4 *)fl, ((size_t)256 << 20) / 16);
+                lab_k_flush<<<4 * nsm, 512>>>((uint4 *)fl, ((size_t)256 << 20) / 16);
                 k_probe<<<nsm, 32, 40 * 1024>>>(buf, region, P, 1000u * mode + 17u * P + it, mode, out, sink);
                 CK(cudaDeviceSynchronize());
                 if (it < 4) continue; /* the warm case needs its pages seen once */
                 CK(cudaMemcpy(h.data(), out, h.size() * 8, cudaMemcpyDeviceToHost));
-                std::vector<double> a(nsm), b(nsm);
-                for (int i = 0; i < nsm; i++) { a[i] = h[2 * i] / (khz * 1e-3); b[i] = h[2 * i + 1] / (khz * 1e-3); }
-                std::sort(a.begin(), a.end());
-                std::sort(b.begin(), b.end());
-                im.push_back(a[nsm / 2]); ix.push_back(a[nsm - 1]); lm.push_back(b[nsm / 2]); lx.push_back(b[nsm - 1]);
+                lab_probe_stats(h, nsm, khz, im, ix, lm, lx);
             }
-            auto med = [](std::vector<double> v) { std::sort(v.begin(), v.end()); return v[v.size() / 2]; };
-            printf("%-6s %6u %5zuM | %9.2f %9.2f | %9.2f %9.2f\n", mn[mode], P, ((size_t)P * PG) >> 20, med(im),
-                   med(ix), med(lm), med(lx));
+            printf("%-6s %6u %5zuM | %9.2f %9.2f | %9.2f %9.2f\n", mn[mode], P, ((size_t)P * PG) >> 20, lab_median(im),
+                   lab_median(ix), lab_median(lm), lab_median(lx));
         }
     CK(cudaGetLastError());
     return 0;

@@ -1008,6 +1008,18 @@ struct lmoe_down_args {
     int pfn, pfwhen;
 };
 
+#ifdef LN_PFLSU
+/* ln_prefetch_share's bytes, every thread of the block a line at a time (LN_PFLSU experiment) */
+__device__ __forceinline__ void ln_prefetch_share_lsu(const unsigned char *const *p, const unsigned long long *bytes, int n, int b, int G) {
+    for (int r = 0; r < n; r++) {
+        unsigned long long chunk = ((bytes[r] + G - 1) / G + 15) & ~15ull, o = (unsigned long long)b * chunk;
+        if (o >= bytes[r]) continue;
+        unsigned long long len = bytes[r] - o < chunk ? bytes[r] - o : chunk;
+        for (unsigned long long k = 128ull * threadIdx.x; k < len; k += 128ull * blockDim.x)
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(p[r] + o + k) : "memory");
+    }
+}
+#endif
 /* Block b of G asks the L2 for its share of ranges [p, p + bytes) (thread 0; 16-byte granules). */
 __device__ __forceinline__ void ln_prefetch_share(const unsigned char *const *p, const unsigned long long *bytes, int n, int b, int G) {
     for (int r = 0; r < n; r++) {
@@ -1060,8 +1072,15 @@ __global__ void __launch_bounds__(LN_DOWN_THREADS, LN_DOWN_MINB) k_lmoe_down(con
         __syncwarp();
         if (tid == 0)
             for (int i = 0; i < NST && i < mine; i++) issue(i);
+#ifndef LN_PFLSU
         if (tid == 0 && L.pfwhen == 2) ln_prefetch_share(L.pfp, L.pfb, L.pfn, blockIdx.x, G);
+#endif
     }
+#ifdef LN_PFLSU /* experiment (session 25): the prefetch as per-thread prefetch.global.L2 of 128-byte lines
+                 * (the load path) instead of bulk prefetches through the copy engine, whose queue the
+                 * down's 18-36 tile copies and gate/up's routed copies on the same SM share */
+    if (L.pfwhen == 2) ln_prefetch_share_lsu(L.pfp, L.pfb, L.pfn, blockIdx.x, G);
+#endif
     ln_trace(L.tr, 45);
     /* the residual of row tid of the first tile, before the wait: x is the mixer's output, two or
      * more kernels back, so the tail below is one store instead of an L2 round trip and a store
