@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# dev/record_bench.sh — the benchmark of record on the device, from a call script after the bundle is
+# unpacked (cd into it first; needs ./lilac, and ./gpu_session.sh + gpu_test + fixtures for the suite):
+#   cd /tmp/b && bash $OLDPWD/dev/record_bench.sh
+# The --deterministic digest of the quick bench, the full `lilac bench` (its Markdown table printed),
+# then the full GPU suite (SUITE=0 skips it). Everything raw goes to $OUT/all.tgz.
+set -u
+O=${OUT:-.}
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv | tee "$O/gpu.txt"
+timeout 90 ./lilac bench --synthetic qwen3.6-35b-a3b --backend cuda --quick --max-len 4096 --mem-ctx 0 --deterministic > "$O/det.txt" 2>&1
+echo "det: $(grep -o 'digest [0-9a-f]*' "$O/det.txt" | head -1)"
+timeout 200 ./lilac bench --synthetic qwen3.6-35b-a3b --backend cuda -o "$O/bench" > "$O/bench.txt" 2>&1
+echo "== bench"; sed -n 4,24p "$O/bench/bench.md"
+if [ "${SUITE:-1}" = 1 ]; then
+    timeout 300 ./gpu_session.sh test > "$O/gpu_session.txt" 2>&1
+    grep -E "not ok|# .* tests" "$O/gpu_test.txt" | tail -5
+fi
+(cd "$O" && tar czf all.tgz ./*.txt bench && rm -rf det.txt bench.txt)
