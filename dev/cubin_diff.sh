@@ -35,11 +35,17 @@ def texts(path):  # the .text.<kernel> sections of an ELF64 cubin
             out[name[6:]] = d[h[4]:h[4] + h[5]]
     return out
 a, b = texts(sys.argv[1]), texts(sys.argv[2])
+# a kernel renamed (e.g. a template parameter added with a default) whose code is byte-identical
+# to one that disappeared counts as the same kernel
+gone = {a[n]: n for n in set(a) - set(b)}
+renamed = {n: gone.pop(b[n]) for n in sorted(set(b) - set(a)) if b[n] in gone}
 diff = 0
-for n in sorted(set(a) | set(b)):
-    same = a.get(n) == b.get(n)
+for n in sorted(set(b) | set(gone.values())):
+    old = a.get(renamed.get(n, n))
+    same = old == b.get(n)
     diff += not same
-    print('%s %7d %7d  %s' % ('same' if same else 'DIFF', len(a.get(n, b'')), len(b.get(n, b'')), n))
-print('%s: %d of %d kernels differ' % (sys.argv[3], diff, len(set(a) | set(b))))
+    tag = ' (was %s)' % renamed[n] if n in renamed else ''
+    print('%s %7d %7d  %s%s' % ('same' if same else 'DIFF', len(old or b''), len(b.get(n, b'')), n, tag))
+print('%s: %d of %d kernels differ' % (sys.argv[3], diff, len(set(b) | set(gone.values()))))
 PY
 done

@@ -334,6 +334,26 @@ static void test_switch_equal(const char *preset, int P, int D, const char *var,
     qwen_model_free_synthetic(m);
 }
 
+/* LILAC_CUDA_GDN_ATOM=1 takes effect where it should (so that the switch tests below compare two
+ * forms, not one with itself) and not in a deterministic run. */
+static void test_gdn_atom_active(const char *preset) {
+    qwen_model *m = NULL;
+    if (qwen_model_synthetic(preset, 21, &m) != LL_OK) { check(0, "synthetic: %s", ll_errmsg()); return; }
+    int on[2] = {-1, -1};
+    setenv("LILAC_CUDA_GDN_ATOM", "1", 1);
+    for (int k = 0; k < 2; k++) {
+        if (k) setenv("LILAC_CUDA_MOE_DET", "1", 1);
+        ll_backend *be = mk_backend(m, 64);
+        cuda_info ci;
+        if (be && cuda_backend_info(be, &ci) == LL_OK) on[k] = ci.gdn_atom;
+        if (be) ll_backend_free(be);
+    }
+    unsetenv("LILAC_CUDA_MOE_DET");
+    unsetenv("LILAC_CUDA_GDN_ATOM");
+    check(on[0] == 1 && on[1] == 0, "%s: LILAC_CUDA_GDN_ATOM=1 is on (%d) and off in a deterministic run (%d)", preset, on[0], on[1]);
+    qwen_model_free_synthetic(m);
+}
+
 /* A decode switch that must not move a bit: P prompt tokens, D rows decoded one by one under each
  * setting, every logit compared bit for bit (and the greedy tokens). Used for the lm head through
  * registers (LILAC_CUDA_LN_HEAD=1, k_lhead, the default) against the copy-engine ring (0): the same
@@ -761,6 +781,13 @@ int main(int argc, char **argv) {
      * to fixed point (call 4); the rows' argmax and KL stay asserted */
     setenv("LILAC_CUDA_KV", "bf16", 1);
     test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_FOLD", "3", "0", "the router fold", 0);
+    /* the GDN fold's x and logit shares by fp32 atomics into buffers zeroed one GDN layer ahead
+     * (LILAC_CUDA_GDN_ATOM=1, opt-in, session 25) against the ordered sums: other orders, so routing
+     * may flip at near-ties (greedy reported); a stale buffer (the zeroing chain broken) would add a
+     * whole residual: far past the KL bound. Under --deterministic the switch is ignored: same bits. */
+    test_gdn_atom_active("qwen3.6-35b-a3b-L4");
+    test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_GDN_ATOM", "1", "0", "the GDN fold's shares by atomics", 0);
+    test_switch_same_bits("qwen3.6-35b-a3b-L4", 300, 8, "LILAC_CUDA_GDN_ATOM", "1", "0", "GDN_ATOM in a deterministic run (ignored)");
     unsetenv("LILAC_CUDA_KV");
     /* 1200 positions: 33 splits of 4-head blocks vs 66 of 8-head blocks, every split non-empty */
     test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_FD_FG", "4", "8", "4-head flash-decoding blocks", 1);

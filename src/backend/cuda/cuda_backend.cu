@@ -155,6 +155,12 @@ struct cu_backend {
     float *x2;                            /* [H] the other residual buffer (the fold writes x_new beside x_old) */
     float *moe_w;                         /* [k + 1] routing weights gate/up hands to down with the fold */
     unsigned *gdn_cnt;                    /* k_lgdn: arrival counters (LG_MAX_PARTS; zeroed once) */
+    int gdn_atom;                         /* the GDN fold's shares by fp32 atomics, no ordered tail (k_lgdn<true, true>;
+                                           * opt-in LILAC_CUDA_GDN_ATOM=1, never with --deterministic; session 25,
+                                           * written without a device, not yet measured) */
+    float *gdn_xl, *gdn_rl;               /* gdn_atom: each GDN layer's residual [n_gdn][H] and raw router logits
+                                           * [n_gdn][E + 1], zeros when its launch starts (zeroed at load, then by the
+                                           * GDN launch before it, cyclically) */
     int fd_fused;                         /* flash-decoding with the q/k norm + RoPE + cache append fused in (default; LILAC_CUDA_ATTN_FUSED=0) */
     int lean_head;                        /* the lm head through k_lgemv too (default; 27 KB Q6_K stages: 146 vs 172 µs for k_gemv_q, LILAC_CUDA_LEAN_HEAD=0) */
     int ln_n, ln_steps, ln_print_at;      /* trace: records used, graphed steps, LILAC_CUDA_LN_TRACE=N prints after step N */
@@ -963,11 +969,21 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
                  s->S + (size_t)L.gdn_idx * HV * DK * DV, L.dt_bias, L.ssm_a, b->o, s->d_pos, 1, HK, HV, DV,
                  hp.gdn_v_tiled};
             if (L.fold_B && (b->gdn_fold & 1) && b->lean && b->gdn_fuse == 1 && !b->fuse && lean_moe(&pl.moe, b->nsm, b->pdl, b->st, 0, NULL, NULL)) {
-                float *xn = xc == b->x ? b->x2 : b->x;
+                float *xn = xc == b->x ? b->x2 : b->x, *rl = b->rl;
+                if (b->gdn_atom) { /* this layer's own residual and logits (zeros), atomics into them */
+                    xn = b->gdn_xl + (size_t)L.gdn_idx * H;
+                    rl = b->gdn_rl + (size_t)L.gdn_idx * (E + 1);
+                }
                 pk_layer pf;
                 decode_layer_args(b, l, &pf, xc, xn);
-                fo = {L.fold_B, L.router.q, hp.n_ff_shexp ? L.shgate.q : NULL, L.ffn_norm, E, xc, b->rl};
-                if (lean_gdn(&g, DK, &pf.out, b->gdn_part, b->gdn_cnt, 3, 0, b->st, NULL, 0, &fo)) {
+                fo = {L.fold_B, L.router.q, hp.n_ff_shexp ? L.shgate.q : NULL, L.ffn_norm, E, xc, rl, NULL, NULL};
+                if (b->gdn_atom) { /* ... and the next GDN layer's (cyclically: the first's for the next step) zeroed */
+                    int nx = (L.gdn_idx + 1) % b->n_gdn;
+                    fo.zx = b->gdn_xl + (size_t)nx * H;
+                    fo.zl = b->gdn_rl + (size_t)nx * (E + 1);
+                    pf.moe.logits = rl;
+                }
+                if (lean_gdn(&g, DK, &pf.out, b->gdn_part, b->gdn_atom ? NULL : b->gdn_cnt, 3, 0, b->st, NULL, 0, &fo)) {
                     pl = pf;
                     fold = 1;
                     xc = xn;
@@ -1063,7 +1079,7 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
             if (b->lean && b->gdn_fuse && lean_gdn(&g, DK, &pl.out, b->gdn_part, b->gdn_cnt, 3, 0, b->st, NULL, 0, NULL)) {
                 /* step + gated norm + out-projection (+ the router: fold) in one launch (k_lgdn.cuh) */
                 prof_begin(b);
-                lean_gdn(&g, DK, &pl.out, b->gdn_part, b->gdn_fuse == 2 ? NULL : b->gdn_cnt, b->gdn_pre, b->pdl, b->st,
+                lean_gdn(&g, DK, &pl.out, b->gdn_part, b->gdn_fuse == 2 || (fold && b->gdn_atom) ? NULL : b->gdn_cnt, b->gdn_pre, b->pdl, b->st,
                          ln_slot(b, "gdn.fused"), 1, fold ? &fo : NULL);
                 prof_end(b, "gdn.fused", gmat_bytes(L.wout) + (double)HV * DK * DV * 8, 0);
             } else {
@@ -2077,6 +2093,19 @@ static ll_status cu_init(cu_backend *b) {
     LL_TRY(fold_setup(b));
     b->wdev_bytes = b->alloc_bytes;
     LL_TRY(alloc_scratch(b));
+    /* every GDN layer must take the atomic form, or a layer after one that does not would find its
+     * buffers as the previous step left them */
+    for (int l = 0; l < hp.n_layer; l++)
+        if (!hp.is_attn[l] && !b->L[l].fold_B) b->gdn_atom = 0;
+    /* three GDN layers at least: a launch zeroes the NEXT GDN layer's buffers while it reads the
+     * previous one's residual (with two, those are the same buffer) */
+    if (b->gdn_atom && b->lean && b->n_gdn >= 3) {
+        size_t xb = (size_t)b->n_gdn * hp.n_embd * 4, rb = (size_t)b->n_gdn * (hp.n_expert + 1) * 4;
+        LL_TRY(dev_alloc(b, (void **)&b->gdn_xl, xb));
+        LL_TRY(dev_alloc(b, (void **)&b->gdn_rl, rb));
+        CU_TRY(cudaMemset(b->gdn_xl, 0, xb));
+        CU_TRY(cudaMemset(b->gdn_rl, 0, rb));
+    } else b->gdn_atom = 0;
     LL_TRY(pk_setup(b));
     b->scratch_bytes = b->alloc_bytes - b->wdev_bytes;
     for (int i = 0; i < 2 * PROF_MAX; i++) CU_TRY(cudaEventCreate(&b->prof.ev[i]));
@@ -2128,6 +2157,8 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
      * scalar 64-bit atomics instead of fp32 vector ones, bench/results/2026-12-01-h200-s12 call 4) */
     b->moe_det = params && params->deterministic ? 1 : 0;
     if (getenv("LILAC_CUDA_MOE_DET")) b->moe_det = atoi(getenv("LILAC_CUDA_MOE_DET")) == 2 ? 2 : atoi(getenv("LILAC_CUDA_MOE_DET")) ? 1 : 0;
+    /* session 25 (prepared, not measured): the GDN fold's shares by atomics; never in a deterministic run */
+    b->gdn_atom = getenv("LILAC_CUDA_GDN_ATOM") && atoi(getenv("LILAC_CUDA_GDN_ATOM")) == 1 && !b->moe_det;
     /* 2 (an experiment, not yet measured: session 12 wrote it after its device time): plain stores of
      * the sorted rows into an [T * K][H] buffer and a per-token sum in slot order (k_misc.cuh), also
      * deterministic, without 64-bit atomics, for 268 MB more scratch at a 4096-token chunk */
@@ -2203,6 +2234,7 @@ extern "C" ll_status cuda_backend_info(ll_backend *be, cuda_info *out) {
     out->mem_scratch_bytes = (double)b->scratch_bytes;
     out->mem_seq_peak_bytes = (double)b->seq_bytes_peak;
     out->host_weight_bytes = (double)b->host_bytes;
+    out->gdn_atom = b->gdn_atom;
     return LL_OK;
 }
 

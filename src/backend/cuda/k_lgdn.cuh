@@ -82,9 +82,19 @@ struct lgdn_args {
     int tpr;             /* threads per logit row: H / HV / 8 (a power of two <= 16) */
     float *lraw;         /* [NL] raw logits W_r diag(gf) x */
     unsigned long long *tr; /* optional trace record (LILAC_LN_TRACE builds) */
+    /* k_lgdn<true, true> (the atomic fold): x (all zeros at entry) and lraw receive the shares by
+     * fp32 atomics; the blocks zero zx [H] and zl [NL] before their wait, the buffers the NEXT GDN
+     * layer's launch adds into (dead until then), so the zeros are in place one layer ahead */
+    float *zx, *zl;
 };
 
-template <bool FOLD>
+/* ATOM (only with FOLD; opt-in, LILAC_CUDA_GDN_ATOM=1, session 25, not yet measured): no arrival
+ * counters and no last block's sum in head order: every block adds its x rows (head 0's blocks with
+ * x_old, x starting at zero) and its logit rows with fp32 atomics and is done. The kernel's tail was
+ * ~2.8 µs of its ~7.9 after the wait (fence, counter, one block's L2 round trip and sum, in session
+ * 24's trace); the price is the order of the sums, which varies from run to run (as the prefill MoE
+ * down's already does by default), so --deterministic keeps the ordered form. */
+template <bool FOLD, bool ATOM = false>
 __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ lgdn_args L) {
     extern __shared__ __align__(16) unsigned char sm[];
     __shared__ float cv[3 * LG_D];  /* conv + SiLU of this head's q, k, v channels */
@@ -186,6 +196,18 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
 #pragma unroll
         for (int t = 0; t < RPL; t++) s[t] = Sp[(size_t)t * LG_D];
 #endif
+    /* ATOM, head 0's blocks: x_old of the part's rows (several kernels back), in shared memory (held
+     * in registers across the step they spilled) */
+    __shared__ float xos[ATOM ? 512 : 1];
+    if constexpr (ATOM) {
+        int H0 = L.W.rows;
+        for (int i = blockIdx.x * LG_THREADS + tid; i < H0 + L.NL; i += gridDim.x * LG_THREADS) {
+            if (i < H0) L.zx[i] = 0.0f;
+            else L.zl[i - H0] = 0.0f;
+        }
+        if (h == 0)
+            for (int i = tid; i < R; i += LG_THREADS) xos[i] = L.xin[r0 + i];
+    }
     pdl_wait();
     pdl_trigger();
     ln_trace(L.tr, 1);
@@ -297,7 +319,9 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
                     t = bf16x8_fma(*(const uint4 *)(tb + (size_t)row * 2 * LG_D + 16 * ch), yv, t);
                 }
             for (int o = 1; o < L.tpr; o <<= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
-            if (c8 == 0 && row < L.NLR) __stcg(L.part + LG_PIDX(H + part * L.NLR + row, h), t);
+            if constexpr (ATOM) {
+                if (c8 == 0 && row < L.NLR && part * L.NLR + row < L.NL) atomicAdd(L.lraw + part * L.NLR + row, t);
+            } else if (c8 == 0 && row < L.NLR) __stcg(L.part + LG_PIDX(H + part * L.NLR + row, h), t);
         }
     }
 #ifdef LN_ICTEST
@@ -312,12 +336,13 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
         float v = ln_dot_q4k(tq + (size_t)row * 64 + 32 * cc, tm + (size_t)row * 16, 2 * half + cc, A);
         v += __shfl_xor_sync(0xffffffffu, v, 1);
         if (cc == 0) {
-            if (L.cnt) __stcg(L.part + LG_PIDX(r0 + row, h), v);
+            if constexpr (ATOM) atomicAdd(L.x + r0 + row, h == 0 ? v + xos[row] : v);
+            else if (L.cnt) __stcg(L.part + LG_PIDX(r0 + row, h), v);
             else atomicAdd(L.x + r0 + row, v);
         }
     }
     ln_trace(L.tr, 42); /* the out-projection's shares stored */
-    if (L.cnt) {
+    if (!ATOM && L.cnt) {
         __shared__ int last;
         __threadfence();
         __syncthreads();

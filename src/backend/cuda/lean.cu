@@ -104,8 +104,10 @@ cudaError_t lean_init(size_t smem_cap, int carveout, int pad, int npre, int pair
     /* k_lgdn: 13 KB static + up to 41 KB dynamic is past the 48 KB default */
     if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lgdn<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, 512 * 80 + (int)qact_smem_bytes(LG_D));
     if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lgdn<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, 512 * 80 + LG_FOLD_MAXR * 2 * LG_D + (int)qact_smem_bytes(LG_D));
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lgdn<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, 512 * 80 + LG_FOLD_MAXR * 2 * LG_D + (int)qact_smem_bytes(LG_D));
     if (carveout != 0 && e == cudaSuccess) e = cudaFuncSetAttribute(k_lgdn<false>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
     if (carveout != 0 && e == cudaSuccess) e = cudaFuncSetAttribute(k_lgdn<true>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+    if (carveout != 0 && e == cudaSuccess) e = cudaFuncSetAttribute(k_lgdn<true, true>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
     if (e != cudaSuccess) return e;
     cudaGetLastError(); /* a refused attribute only leaves the fused kernel off */
     return cudaSuccess;
@@ -376,11 +378,12 @@ int lean_gdn(const void *gdn, int dk, const void *out, float *part, unsigned *cn
     if (R == 0 || 16 % (H / R) || (g.HV & (g.HV - 1)) || g.HV < 4 || H / R > LG_MAX_PARTS) return 0; /* shares as float4 */
     int P = H / R, NL = 0, NLR = 0, tpr = 0;
     if (fold) { /* the router fold: a logit row is tpr threads of 8 columns of x_old, at most two
-                 * rows per thread and NLR * 256 B of B slice in shared memory; ordered sums only */
+                 * rows per thread and NLR * 256 B of B slice in shared memory; ordered sums (cnt), or
+                 * atomics into zeroed buffers that the launch zeroes one GDN layer ahead (zx, zl) */
         NL = fold->E + (fold->ws ? 1 : 0);
         NLR = (NL + P - 1) / P;
         tpr = H % g.HV == 0 ? H / g.HV / 8 : 0;
-        if (!cnt || !fold->B || !fold->wr || !fold->xin || !fold->lraw || fold->xin == sg.y || tpr < 1 || tpr > 16 ||
+        if ((!cnt && (!fold->zx || !fold->zl || fold->zx == sg.y || fold->zl == fold->lraw)) || !fold->B || !fold->wr || !fold->xin || !fold->lraw || fold->xin == sg.y || tpr < 1 || tpr > 16 ||
             (tpr & (tpr - 1)) || H % (8 * g.HV) || 2 * (LG_THREADS / tpr) < NLR || 4 * NLR > LG_THREADS || g.HV != 32)
             return 0;
     }
@@ -412,8 +415,9 @@ int lean_gdn(const void *gdn, int dk, const void *out, float *part, unsigned *cn
         L.NLR = NLR;
         L.tpr = tpr;
         L.lraw = fold->lraw;
+        if (!cnt) { L.zx = fold->zx; L.zl = fold->zl; }
     }
-    ln_launch(fold ? k_lgdn<true> : k_lgdn<false>, g.HV * P, LG_THREADS, (size_t)R * 80 + (fold ? (size_t)NLR * 2 * LG_D : 0) + qact_smem_bytes(LG_D), pdl, st, L);
+    ln_launch(fold ? (cnt ? k_lgdn<true> : k_lgdn<true, true>) : k_lgdn<false>, g.HV * P, LG_THREADS, (size_t)R * 80 + (fold ? (size_t)NLR * 2 * LG_D : 0) + qact_smem_bytes(LG_D), pdl, st, L);
     return 1;
 }
 

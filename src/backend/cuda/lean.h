@@ -104,6 +104,10 @@ struct lean_fold {
     int E;
     const float *xin;  /* [H] */
     float *lraw;       /* [NL] */
+    /* the atomic form (lean_gdn's cnt NULL; k_lgdn<true, true>): out's y and lraw are all zeros at
+     * entry and receive the shares by fp32 atomics; the launch zeroes zx [H] and zl [NL], the next
+     * GDN layer's y and lraw (NULL: the ordered form, cnt required) */
+    float *zx, *zl;
 };
 size_t lean_gdn_part_floats(int HV, int H, int NL);
 /* B[NL][K] (BF16, device) = (wr rows, then ws) diag(g) Wout for a BF16 router [E][H], optional BF16
