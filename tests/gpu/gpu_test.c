@@ -339,10 +339,10 @@ static void test_switch_equal(const char *preset, int P, int D, const char *var,
 static void test_gdn_atom_active(const char *preset) {
     qwen_model *m = NULL;
     if (qwen_model_synthetic(preset, 21, &m) != LL_OK) { check(0, "synthetic: %s", ll_errmsg()); return; }
-    int on[2] = {-1, -1};
-    setenv("LILAC_CUDA_GDN_ATOM", "1", 1);
-    for (int k = 0; k < 2; k++) {
-        if (k) setenv("LILAC_CUDA_MOE_DET", "1", 1);
+    int on[3] = {-1, -1, -1};
+    for (int k = 0; k < 3; k++) {
+        setenv("LILAC_CUDA_GDN_ATOM", k == 1 ? "2" : "1", 1);
+        if (k == 2) setenv("LILAC_CUDA_MOE_DET", "1", 1);
         ll_backend *be = mk_backend(m, 64);
         cuda_info ci;
         if (be && cuda_backend_info(be, &ci) == LL_OK) on[k] = ci.gdn_atom;
@@ -350,7 +350,8 @@ static void test_gdn_atom_active(const char *preset) {
     }
     unsetenv("LILAC_CUDA_MOE_DET");
     unsetenv("LILAC_CUDA_GDN_ATOM");
-    check(on[0] == 1 && on[1] == 0, "%s: LILAC_CUDA_GDN_ATOM=1 is on (%d) and off in a deterministic run (%d)", preset, on[0], on[1]);
+    check(on[0] == 1 && on[1] == 2 && on[2] == 0, "%s: LILAC_CUDA_GDN_ATOM=1 and 2 are on (%d, %d) and off in a deterministic run (%d)", preset,
+          on[0], on[1], on[2]);
     qwen_model_free_synthetic(m);
 }
 
@@ -787,6 +788,7 @@ int main(int argc, char **argv) {
      * whole residual: far past the KL bound. Under --deterministic the switch is ignored: same bits. */
     test_gdn_atom_active("qwen3.6-35b-a3b-L4");
     test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_GDN_ATOM", "1", "0", "the GDN fold's shares by atomics", 0);
+    test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_GDN_ATOM", "2", "0", "the GDN fold's shares by four-float atomics", 0);
     test_switch_same_bits("qwen3.6-35b-a3b-L4", 300, 8, "LILAC_CUDA_GDN_ATOM", "1", "0", "GDN_ATOM in a deterministic run (ignored)");
     unsetenv("LILAC_CUDA_KV");
     /* 1200 positions: 33 splits of 4-head blocks vs 66 of 8-head blocks, every split non-empty */

@@ -155,8 +155,9 @@ struct cu_backend {
     float *x2;                            /* [H] the other residual buffer (the fold writes x_new beside x_old) */
     float *moe_w;                         /* [k + 1] routing weights gate/up hands to down with the fold */
     unsigned *gdn_cnt;                    /* k_lgdn: arrival counters (LG_MAX_PARTS; zeroed once) */
-    int gdn_atom;                         /* the GDN fold's shares by fp32 atomics, no ordered tail (k_lgdn<true, true>;
-                                           * opt-in LILAC_CUDA_GDN_ATOM=1, never with --deterministic; session 25,
+    int gdn_atom;                         /* the GDN fold's shares by fp32 atomics, no ordered tail (k_lgdn<true, 1 | 2>;
+                                           * opt-in LILAC_CUDA_GDN_ATOM=1 (2: four rows per reduction), never with
+                                           * --deterministic; session 25,
                                            * written without a device, not yet measured) */
     float *gdn_xl, *gdn_rl;               /* gdn_atom: each GDN layer's residual [n_gdn][H] and raw router logits
                                            * [n_gdn][E + 1], zeros when its launch starts (zeroed at load, then by the
@@ -976,7 +977,7 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
                 }
                 pk_layer pf;
                 decode_layer_args(b, l, &pf, xc, xn);
-                fo = {L.fold_B, L.router.q, hp.n_ff_shexp ? L.shgate.q : NULL, L.ffn_norm, E, xc, rl, NULL, NULL};
+                fo = {L.fold_B, L.router.q, hp.n_ff_shexp ? L.shgate.q : NULL, L.ffn_norm, E, xc, rl, NULL, NULL, b->gdn_atom};
                 if (b->gdn_atom) { /* ... and the next GDN layer's (cyclically: the first's for the next step) zeroed */
                     int nx = (L.gdn_idx + 1) % b->n_gdn;
                     fo.zx = b->gdn_xl + (size_t)nx * H;
@@ -2158,7 +2159,8 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     b->moe_det = params && params->deterministic ? 1 : 0;
     if (getenv("LILAC_CUDA_MOE_DET")) b->moe_det = atoi(getenv("LILAC_CUDA_MOE_DET")) == 2 ? 2 : atoi(getenv("LILAC_CUDA_MOE_DET")) ? 1 : 0;
     /* session 25 (prepared, not measured): the GDN fold's shares by atomics; never in a deterministic run */
-    b->gdn_atom = getenv("LILAC_CUDA_GDN_ATOM") && atoi(getenv("LILAC_CUDA_GDN_ATOM")) == 1 && !b->moe_det;
+    b->gdn_atom = getenv("LILAC_CUDA_GDN_ATOM") && !b->moe_det ? atoi(getenv("LILAC_CUDA_GDN_ATOM")) : 0;
+    if (b->gdn_atom != 1 && b->gdn_atom != 2) b->gdn_atom = 0; /* 2: the x rows as four-float reductions */
     /* 2 (an experiment, not yet measured: session 12 wrote it after its device time): plain stores of
      * the sorted rows into an [T * K][H] buffer and a per-token sum in slot order (k_misc.cuh), also
      * deterministic, without 64-bit atomics, for 268 MB more scratch at a 4096-token chunk */

@@ -24,7 +24,7 @@ typedef struct cuda_info {
      * peak minus these three is the CUDA context and other processes */
     double mem_weights_bytes, mem_scratch_bytes, mem_seq_peak_bytes;
     double host_weight_bytes;     /* weights kept in pinned host memory (the token embedding table) */
-    int gdn_atom;                 /* 1: the GDN fold's shares go by fp32 atomics (LILAC_CUDA_GDN_ATOM=1 and not deterministic) */
+    int gdn_atom;                 /* 1, 2: the GDN fold's shares go by fp32 atomics (LILAC_CUDA_GDN_ATOM, not in deterministic runs) */
 } cuda_info;
 
 typedef struct cuda_kernel_time {

@@ -104,10 +104,12 @@ cudaError_t lean_init(size_t smem_cap, int carveout, int pad, int npre, int pair
     /* k_lgdn: 13 KB static + up to 41 KB dynamic is past the 48 KB default */
     if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lgdn<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, 512 * 80 + (int)qact_smem_bytes(LG_D));
     if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lgdn<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, 512 * 80 + LG_FOLD_MAXR * 2 * LG_D + (int)qact_smem_bytes(LG_D));
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lgdn<true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, 512 * 80 + LG_FOLD_MAXR * 2 * LG_D + (int)qact_smem_bytes(LG_D));
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lgdn<true, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, 512 * 80 + LG_FOLD_MAXR * 2 * LG_D + (int)qact_smem_bytes(LG_D));
+    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lgdn<true, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, 512 * 80 + LG_FOLD_MAXR * 2 * LG_D + (int)qact_smem_bytes(LG_D));
     if (carveout != 0 && e == cudaSuccess) e = cudaFuncSetAttribute(k_lgdn<false>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
     if (carveout != 0 && e == cudaSuccess) e = cudaFuncSetAttribute(k_lgdn<true>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
-    if (carveout != 0 && e == cudaSuccess) e = cudaFuncSetAttribute(k_lgdn<true, true>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+    if (carveout != 0 && e == cudaSuccess) e = cudaFuncSetAttribute(k_lgdn<true, 1>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+    if (carveout != 0 && e == cudaSuccess) e = cudaFuncSetAttribute(k_lgdn<true, 2>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
     if (e != cudaSuccess) return e;
     cudaGetLastError(); /* a refused attribute only leaves the fused kernel off */
     return cudaSuccess;
@@ -417,7 +419,7 @@ int lean_gdn(const void *gdn, int dk, const void *out, float *part, unsigned *cn
         L.lraw = fold->lraw;
         if (!cnt) { L.zx = fold->zx; L.zl = fold->zl; }
     }
-    ln_launch(fold ? (cnt ? k_lgdn<true> : k_lgdn<true, true>) : k_lgdn<false>, g.HV * P, LG_THREADS, (size_t)R * 80 + (fold ? (size_t)NLR * 2 * LG_D : 0) + qact_smem_bytes(LG_D), pdl, st, L);
+    ln_launch(fold ? (cnt ? k_lgdn<true> : fold->atom == 2 ? k_lgdn<true, 2> : k_lgdn<true, 1>) : k_lgdn<false>, g.HV * P, LG_THREADS, (size_t)R * 80 + (fold ? (size_t)NLR * 2 * LG_D : 0) + qact_smem_bytes(LG_D), pdl, st, L);
     return 1;
 }
 

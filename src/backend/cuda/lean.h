@@ -104,10 +104,12 @@ struct lean_fold {
     int E;
     const float *xin;  /* [H] */
     float *lraw;       /* [NL] */
-    /* the atomic form (lean_gdn's cnt NULL; k_lgdn<true, true>): out's y and lraw are all zeros at
+    /* the atomic form (lean_gdn's cnt NULL; k_lgdn<true, 1 | 2>): out's y and lraw are all zeros at
      * entry and receive the shares by fp32 atomics; the launch zeroes zx [H] and zl [NL], the next
-     * GDN layer's y and lraw (NULL: the ordered form, cnt required) */
+     * GDN layer's y and lraw (NULL: the ordered form, cnt required); atom 2: y's rows four per
+     * reduction (red.global.add.v4.f32), else one */
     float *zx, *zl;
+    int atom;
 };
 size_t lean_gdn_part_floats(int HV, int H, int NL);
 /* B[NL][K] (BF16, device) = (wr rows, then ws) diag(g) Wout for a BF16 router [E][H], optional BF16
