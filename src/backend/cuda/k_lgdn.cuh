@@ -302,9 +302,10 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
      * the last of the HV blocks of this row part to arrive adds them to x in head order (so x is
      * the same bits on every run), or, without cnt, every block adds its share with an atomic. */
     int cc = tid & 1, H = L.W.rows;
-#ifdef LN_ICTEST /* diagnostic (session 21): the fold's block twice (a loop: the same code), stamps 44 and 45 */
+#ifdef LN_ICTEST /* diagnostic (session 21): the fold's block twice (a loop: the same code), stamps 44 and 45
+                  * (once in the atomic form: a second pass would add its shares twice) */
 #pragma unroll 1
-    for (int rep = 0; rep < 2; rep++) {
+    for (int rep = 0; rep < (ATOM ? 1 : 2); rep++) {
 #endif
     if (LG_BM) { /* the fold: B's head-h columns times y_h (fp32) join the x_old term, reduced over
                  * the row's tpr threads; the share goes after the x rows */
