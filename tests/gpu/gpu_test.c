@@ -355,6 +355,26 @@ static void test_gdn_atom_active(const char *preset) {
     qwen_model_free_synthetic(m);
 }
 
+/* LILAC_CUDA_MOE_SK=1 takes effect on the real dimensions (the split-K MoE, k_lmoe_sk.cuh: so that the
+ * switch test compares two forms) and not in a deterministic run. */
+static void test_moe_sk_active(const char *preset) {
+    qwen_model *m = NULL;
+    if (qwen_model_synthetic(preset, 21, &m) != LL_OK) { check(0, "synthetic: %s", ll_errmsg()); return; }
+    int on[2] = {-1, -1};
+    setenv("LILAC_CUDA_MOE_SK", "1", 1);
+    for (int k = 0; k < 2; k++) {
+        if (k == 1) setenv("LILAC_CUDA_MOE_DET", "1", 1);
+        ll_backend *be = mk_backend(m, 64);
+        cuda_info ci;
+        if (be && cuda_backend_info(be, &ci) == LL_OK) on[k] = ci.moe_sk;
+        if (be) ll_backend_free(be);
+    }
+    unsetenv("LILAC_CUDA_MOE_DET");
+    unsetenv("LILAC_CUDA_MOE_SK");
+    check(on[0] == 1 && on[1] == 0, "%s: LILAC_CUDA_MOE_SK=1 is on (%d) and off in a deterministic run (%d)", preset, on[0], on[1]);
+    qwen_model_free_synthetic(m);
+}
+
 /* A decode switch that must not move a bit: P prompt tokens, D rows decoded one by one under each
  * setting, every logit compared bit for bit (and the greedy tokens). Used for the lm head through
  * registers (LILAC_CUDA_LN_HEAD=1, k_lhead, the default) against the copy-engine ring (0): the same
@@ -790,6 +810,20 @@ int main(int argc, char **argv) {
     test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_GDN_ATOM", "1", "0", "the GDN fold's shares by atomics", 0);
     test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_GDN_ATOM", "2", "0", "the GDN fold's shares by four-float atomics", 0);
     test_switch_same_bits("qwen3.6-35b-a3b-L4", 300, 8, "LILAC_CUDA_GDN_ATOM", "1", "0", "GDN_ATOM in a deterministic run (ignored)");
+    /* the decode MoE as one split-K launch (LILAC_CUDA_MOE_SK=1, opt-in, session 26): clusters of 8
+     * blocks share h through distributed shared memory, the down's partial sums go into x by fp32
+     * reductions (other orders: greedy reported). A unit's slice misread (a wrong half, scale or d)
+     * or a lost or doubled reduction moves the logits far past the KL bound. Layers 0-1 of L4 have
+     * Q4_K downs, 2-3 Q6_K: both instances run. With GDN_ATOM too: both atomic forms together. */
+    test_moe_sk_active("qwen3.6-35b-a3b-L4");
+    test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_MOE_SK", "1", "0", "the MoE as one split-K launch", 0);
+    setenv("LILAC_CUDA_GDN_ATOM", "1", 1);
+    test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_MOE_SK", "1", "0", "the split-K MoE beside GDN_ATOM=1", 0);
+    unsetenv("LILAC_CUDA_GDN_ATOM");
+    setenv("LILAC_CUDA_FOLD", "0", 1); /* the router as its own launch: the kernel's normalized-logit form */
+    test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_MOE_SK", "1", "0", "the split-K MoE without the router fold", 0);
+    unsetenv("LILAC_CUDA_FOLD");
+    test_switch_same_bits("qwen3.6-35b-a3b-L4", 300, 8, "LILAC_CUDA_MOE_SK", "1", "0", "MOE_SK in a deterministic run (ignored)");
     unsetenv("LILAC_CUDA_KV");
     /* 1200 positions: 33 splits of 4-head blocks vs 66 of 8-head blocks, every split non-empty */
     test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_FD_FG", "4", "8", "4-head flash-decoding blocks", 1);

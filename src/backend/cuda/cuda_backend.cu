@@ -162,6 +162,12 @@ struct cu_backend {
     float *gdn_xl, *gdn_rl;               /* gdn_atom: each GDN layer's residual [n_gdn][H] and raw router logits
                                            * [n_gdn][E + 1], zeros when its launch starts (zeroed at load, then by the
                                            * GDN launch before it, cyclically) */
+    int moe_sk;                           /* the decode MoE as one launch split by K (k_lmoe_sk.cuh, lean_moe_sk): opt-in
+                                           * LILAC_CUDA_MOE_SK=1, never with --deterministic; session 26, written
+                                           * without a device, not yet measured. After load: 1 only where the
+                                           * kernel takes the model's MoE shapes */
+    size_t sk_cap;                        /* its dynamic shared memory per block at most (LILAC_CUDA_MOE_SK_SMEM, KB; 0: 220) */
+    unsigned long long *sk_ctr;           /* its grid-wide counter (zero at load, never reset) */
     int fd_fused;                         /* flash-decoding with the q/k norm + RoPE + cache append fused in (default; LILAC_CUDA_ATTN_FUSED=0) */
     int lean_head;                        /* the lm head through k_lgemv too (default; 27 KB Q6_K stages: 146 vs 172 µs for k_gemv_q, LILAC_CUDA_LEAN_HEAD=0) */
     int ln_n, ln_steps, ln_print_at;      /* trace: records used, graphed steps, LILAC_CUDA_LN_TRACE=N prints after step N */
@@ -1120,6 +1126,19 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
         int nu_gu = (H >> 5) / gemv_lanes(H), nu_d = (hp.n_ff_exp >> 5) / gemv_lanes(hp.n_ff_exp);
         int rounds = (hp.n_expert_used + 1 + 32 / gemv_lanes(hp.n_ff_exp) - 1) / (32 / gemv_lanes(hp.n_ff_exp));
         bool pf = !b->no_prefetch && nu_gu <= RR_NU_MAX && nu_d == 1 && rounds <= MOE_DOWN_IT && L.egate.type == L.eup.type;
+        if (lean_moe_ok && b->moe_sk) {
+            /* gate/up .. down + combine in one launch, split by K (k_lmoe_sk.cuh) */
+            lean_pf pf = {};
+            if (b->pfnext) {
+                decode_pf_next(b, l, xc, &pf);
+                pf.when = b->pfnext;
+            }
+            prof_begin(b);
+            if (lean_moe_sk(&ma, b->nsm, b->pdl, b->st, ln_slot(b, "moe.sk"), fold, &pf, b->sk_ctr, b->sk_cap, 1)) {
+                prof_end(b, "moe.sk", b->moe_gu_bytes + b->moe_d_bytes, 0);
+                continue;
+            }
+        }
         if (lean_moe_ok) {
             prof_begin(b);
             lean_moe(&ma, b->nsm, b->pdl, b->st, 1, ln_slot(b, "moe.gateup"), fold ? b->moe_w : NULL);
@@ -1951,6 +1970,8 @@ static ll_status cu_init(cu_backend *b) {
     if (b->lean) { /* the fused MoE kernel's grid barrier counter: its own 128-byte line */
         LL_TRY(dev_alloc(b, (void **)&b->fz_bar, 128));
         CU_TRY(cudaMemset(b->fz_bar, 0, 128));
+        LL_TRY(dev_alloc(b, (void **)&b->sk_ctr, 128)); /* k_lmoe_sk's counter, a line of its own too */
+        CU_TRY(cudaMemset(b->sk_ctr, 0, 128));
         /* k_lgdn's shares and arrival counters */
         LL_TRY(dev_alloc(b, (void **)&b->gdn_part, lean_gdn_part_floats(LL_MAX(1, hp.gdn_n_v_heads), hp.n_embd, hp.n_expert + 1) * 4));
         LL_TRY(dev_alloc(b, (void **)&b->x2, (size_t)hp.n_embd * 4));
@@ -2107,6 +2128,13 @@ static ll_status cu_init(cu_backend *b) {
         CU_TRY(cudaMemset(b->gdn_xl, 0, xb));
         CU_TRY(cudaMemset(b->gdn_rl, 0, rb));
     } else b->gdn_atom = 0;
+    if (b->moe_sk) { /* on only where the kernel takes this model's MoE (the first layer's shapes = every layer's) */
+        pk_layer pl;
+        decode_layer_args(b, 0, &pl, b->x, b->x);
+        b->moe_sk = b->lean && lean_moe(&pl.moe, b->nsm, b->pdl, b->st, 0, NULL, NULL) &&
+                    lean_moe_sk(&pl.moe, b->nsm, b->pdl, b->st, NULL, 0, NULL, b->sk_ctr, b->sk_cap, 0) &&
+                    lean_moe_sk(&pl.moe, b->nsm, b->pdl, b->st, NULL, 1, NULL, b->sk_ctr, b->sk_cap, 0);
+    }
     LL_TRY(pk_setup(b));
     b->scratch_bytes = b->alloc_bytes - b->wdev_bytes;
     for (int i = 0; i < 2 * PROF_MAX; i++) CU_TRY(cudaEventCreate(&b->prof.ev[i]));
@@ -2161,6 +2189,9 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     /* session 25 (prepared, not measured): the GDN fold's shares by atomics; never in a deterministic run */
     b->gdn_atom = getenv("LILAC_CUDA_GDN_ATOM") && !b->moe_det ? atoi(getenv("LILAC_CUDA_GDN_ATOM")) : 0;
     if (b->gdn_atom != 1 && b->gdn_atom != 2) b->gdn_atom = 0; /* 2: the x rows as four-float reductions */
+    /* session 26 (prepared, not measured): the decode MoE as one split-K launch; never in a deterministic run */
+    b->moe_sk = getenv("LILAC_CUDA_MOE_SK") && !b->moe_det ? atoi(getenv("LILAC_CUDA_MOE_SK")) == 1 : 0;
+    b->sk_cap = getenv("LILAC_CUDA_MOE_SK_SMEM") ? (size_t)LL_MAX(0, atoi(getenv("LILAC_CUDA_MOE_SK_SMEM"))) * 1024 : 0;
     /* 2 (an experiment, not yet measured: session 12 wrote it after its device time): plain stores of
      * the sorted rows into an [T * K][H] buffer and a per-token sum in slot order (k_misc.cuh), also
      * deterministic, without 64-bit atomics, for 268 MB more scratch at a 4096-token chunk */
@@ -2237,6 +2268,7 @@ extern "C" ll_status cuda_backend_info(ll_backend *be, cuda_info *out) {
     out->mem_seq_peak_bytes = (double)b->seq_bytes_peak;
     out->host_weight_bytes = (double)b->host_bytes;
     out->gdn_atom = b->gdn_atom;
+    out->moe_sk = b->moe_sk;
     return LL_OK;
 }
 

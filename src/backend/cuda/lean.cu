@@ -20,6 +20,7 @@ namespace ln_impl {
 #include "k_lean.cuh"
 #include "k_fused.cuh"
 #include "k_lgdn.cuh"
+#include "k_lmoe_sk.cuh"
 }
 using namespace ln_impl;
 
@@ -59,6 +60,7 @@ static int ln_npre = 1;   /* k_lgemv stages requested before the wait (lean_init
 static int ln_dpair = 1;  /* k_lmoe_down: tiles of two passes (lean_init) */
 static int ln_head = 1;   /* the lm head through registers, k_lhead, where it applies (lean_init) */
 static size_t fz_dyn = 0; /* dynamic shared memory of a k_fused_moe block (lean_init; 0: off) */
+static int sk_ok = 0;     /* k_lmoe_sk's attributes set (lean_init) */
 #define LN_SMEM_LIMIT (220 * 1024) /* at most (<= 227 KB on sm_90) */
 
 cudaError_t lean_init(size_t smem_cap, int carveout, int pad, int npre, int pair, int dpair, int head) {
@@ -111,6 +113,14 @@ cudaError_t lean_init(size_t smem_cap, int carveout, int pad, int npre, int pair
     if (carveout != 0 && e == cudaSuccess) e = cudaFuncSetAttribute(k_lgdn<true, 1>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
     if (carveout != 0 && e == cudaSuccess) e = cudaFuncSetAttribute(k_lgdn<true, 2>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
     if (e != cudaSuccess) return e;
+    /* the split-K MoE (k_lmoe_sk.cuh): up to LN_SMEM_LIMIT; a refused attribute leaves it off */
+    const void *sk[4] = {(const void *)k_lmoe_sk<GT_Q4_K, false>, (const void *)k_lmoe_sk<GT_Q4_K, true>, (const void *)k_lmoe_sk<GT_Q6_K, false>,
+                         (const void *)k_lmoe_sk<GT_Q6_K, true>};
+    sk_ok = 1;
+    for (int i = 0; i < 4; i++)
+        if (cudaFuncSetAttribute(sk[i], cudaFuncAttributeMaxDynamicSharedMemorySize, LN_SMEM_LIMIT) != cudaSuccess ||
+            (carveout != 0 && cudaFuncSetAttribute(sk[i], cudaFuncAttributePreferredSharedMemoryCarveout, 100) != cudaSuccess))
+            sk_ok = 0;
     cudaGetLastError(); /* a refused attribute only leaves the fused kernel off */
     return cudaSuccess;
 }
@@ -284,6 +294,96 @@ int lean_moe(const void *args, int nsm, int pdl, cudaStream_t st, int which, uns
                   G, LN_DOWN_THREADS, ln_smem((size_t)D.nst * dstage + qh), pdl, st, D);
     }
     return 1;
+}
+
+/* ---- the split-K MoE (k_lmoe_sk.cuh) */
+
+/* The kernel instance for a down type and the router fold (raw logits). */
+static void (*sk_kernel(int WT, int raw))(lmoe_sk_args) {
+    if (WT == GT_Q4_K) return raw ? k_lmoe_sk<GT_Q4_K, true> : k_lmoe_sk<GT_Q4_K, false>;
+    return raw ? k_lmoe_sk<GT_Q6_K, true> : k_lmoe_sk<GT_Q6_K, false>;
+}
+
+/* A launch of `grid` blocks of LN_THREADS in clusters of SK_CL (at: room for 2 attributes), with
+ * programmatic dependent launch when pdl != 0. */
+static void sk_config(cudaLaunchConfig_t *cfg, cudaLaunchAttribute *at, int grid, size_t smem, cudaStream_t st, int pdl) {
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->gridDim = dim3((unsigned)grid);
+    cfg->blockDim = dim3(LN_THREADS);
+    cfg->dynamicSmemBytes = smem;
+    cfg->stream = st;
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = SK_CL;
+    at[0].val.clusterDim.y = 1;
+    at[0].val.clusterDim.z = 1;
+    at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[1].val.programmaticStreamSerializationAllowed = 1;
+    cfg->attrs = at;
+    cfg->numAttrs = pdl ? 2 : 1;
+}
+
+/* Clusters of SK_CL blocks that fit on the device at once with `smem` bytes each (0: none), cached
+ * per instance and size: the grid must not exceed it, since a block that waits for the grid-wide
+ * counter needs every other block resident. */
+static int sk_max_clusters(void (*kern)(lmoe_sk_args), size_t smem) {
+    static struct { void (*k)(lmoe_sk_args); size_t smem; int n; } memo[8];
+    static int nmemo = 0;
+    for (int i = 0; i < nmemo; i++)
+        if (memo[i].k == kern && memo[i].smem == smem) return memo[i].n;
+    int dev = 0, nsm = 0, n = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return 0;
+    cudaLaunchConfig_t cfg;
+    cudaLaunchAttribute at[2];
+    sk_config(&cfg, at, nsm / SK_CL > 0 ? nsm / SK_CL * SK_CL : SK_CL, smem, 0, 0);
+    if (cudaOccupancyMaxActiveClusters(&n, kern, &cfg) != cudaSuccess) n = 0;
+    cudaGetLastError();
+    if (nmemo < 8) memo[nmemo++] = {kern, smem, n};
+    return n;
+}
+
+int lean_moe_sk(const void *args, int nsm, int pdl, cudaStream_t st, unsigned long long *tr, int raw, const lean_pf *pf,
+                unsigned long long *ctr, size_t cap, int launch) {
+    const moe_args &m = *(const moe_args *)args;
+    int TH, R, WT = m.down.type;
+    size_t dstage;
+    if (!sk_ok || !ctr || !ln_moe_geom(m, &TH, &R, &dstage)) return 0;
+    /* a unit is SK_CL gate/up tiles: 128 or 256 h rows, half or all of a 256-column block of the down */
+    int UH = SK_CL * TH, H = m.H;
+    if ((UH != 128 && UH != 256) || m.FF % UH || m.FS % UH || H % SK_CL || (H / SK_CL) * (UH / 64) != LN_THREADS) return 0;
+    if (WT == GT_Q6_K && (m.FF >> 8) % 2) return 0; /* the 4-byte copy of d stays inside the matrix */
+    lmoe_sk_args L;
+    memset(&L, 0, sizeof(L));
+    L.m = m;
+    L.ctr = ctr;
+    L.tr = tr;
+    L.stage = 2 * TH * (H >> 8) * 144;
+    L.dslice = (H / SK_CL) * sk_slice_row_bytes(WT, UH);
+    int U = m.FS / UH + m.k * (m.FF / UH), nc0 = nsm / SK_CL > 0 ? nsm / SK_CL : 1, mine = (U + nc0 - 1) / nc0;
+    size_t qx = (qact_smem_bytes(H) + 15) & ~(size_t)15, qu = qact_smem_bytes(UH);
+    if (cap == 0 || cap > LN_SMEM_LIMIT) cap = LN_SMEM_LIMIT;
+    /* every unit's tile and slice requested at once where they fit, else the deeper ring gives up a
+     * buffer first (a unit needs its tile and its slice together) */
+    L.nst = ln_min(mine, LN_MAX_ST);
+    L.nsd = ln_min(mine, SK_MAX_SD);
+    auto need = [&]() { return (size_t)L.nst * L.stage + (size_t)L.nsd * L.dslice + qx + qu; };
+    while (need() > cap && (L.nst > 1 || L.nsd > 1)) {
+        if (L.nsd >= L.nst && L.nsd > 1) L.nsd--;
+        else L.nst--;
+    }
+    if (need() > cap) return 0;
+    void (*kern)(lmoe_sk_args) = sk_kernel(WT, raw);
+    int nc = sk_max_clusters(kern, need());
+    if (nc < 1) return 0;
+    nc = ln_min(nc, U);
+    if (!launch) return 1;
+    if (pf && pf->when && pf->n > 0) {
+        L.pfn = pf->n < 8 ? pf->n : 8;
+        for (int i = 0; i < L.pfn; i++) { L.pfp[i] = (const unsigned char *)pf->p[i]; L.pfb[i] = pf->bytes[i]; }
+    }
+    cudaLaunchConfig_t cfg;
+    cudaLaunchAttribute at[2];
+    sk_config(&cfg, at, nc * SK_CL, need(), st, pdl);
+    return cudaLaunchKernelEx(&cfg, kern, L) == cudaSuccess;
 }
 
 /* Rows of every BF16 segment on the split path (tr * K == 8 * LN_THREADS) and K / 64 <= 32: the

@@ -72,6 +72,18 @@ int lean_moe(const void *moe_args, int nsm, int pdl, cudaStream_t st, int which,
  * is the previous kernel's output; wraw is device [k + 1] floats for the routing weights that
  * gate/up hands to down. */
 
+/* A layer's MoE as ONE launch split by K (k_lmoe_sk.cuh; session 26, opt-in): gate/up, SwiGLU, down
+ * and the weighted combine, added into m.out (the residual, which is also m.x) by fp32 reductions,
+ * so the sums' order varies from run to run. Clusters of 8 blocks share each unit of h through
+ * distributed shared memory. raw: the router is folded into the kernel before (lean_fold: the
+ * logits are raw). pf: the next layer's input projection into L2 (as lean_moe's down, `when`
+ * ignored beyond on / off). ctr: a device u64, zero at load, one per backend, never reset (the
+ * grid-wide "past the prologue" counter; every launch on it must use one grid size, which holds
+ * for one model). cap: bytes of dynamic shared memory a block may take (0: 220 KB). Returns 1 when
+ * it launched (launch 0: would launch), 0 where the shapes, types or device do not allow it. */
+int lean_moe_sk(const void *moe_args, int nsm, int pdl, cudaStream_t st, unsigned long long *tr, int raw, const lean_pf *pf,
+                unsigned long long *ctr, size_t cap, int launch);
+
 /* One launch for a layer's MoE (router logits, top-k, gate/up + SwiGLU, down + combine + residual:
  * the same results as lean_gemv(router) + lean_moe) and, when tail != NULL, the next layer's input
  * projection (a gemv_args with the RMSNorm prologue), k_fused.cuh. One block per SM (nsm blocks,
