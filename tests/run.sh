@@ -55,6 +55,27 @@ if command -v nvcc >/dev/null 2>&1; then
         fi
     done
 fi
+# host tests of the CUDA kernels' pure helpers (tests/cuda_host/*.cu: nvcc compiles them as host code
+# against the kernel headers and the CPU library; they run without a GPU)
+if command -v nvcc >/dev/null 2>&1 && [ -f "$BUILD/liblilac.a" ]; then
+    mkdir -p "$BUILD/tests/cuda_host"
+    for f in tests/cuda_host/test_*.cu; do
+        [ -f "$f" ] || continue
+        name=$(basename "$f" .cu)
+        if ! out=$(nvcc -O2 -std=c++17 -Isrc -gencode arch=compute_90a,code=sm_90a --expt-relaxed-constexpr \
+                       -o "$BUILD/tests/cuda_host/$name" "$f" "$BUILD/liblilac.a" -lm -lpthread 2>&1); then
+            echo "$out" | tail -n 20 | sed "s/^/[$name] /"; echo "[$name] not ok - builds"; fail=$((fail + 1)); failed_names+=("$name")
+            continue
+        fi
+        out=$(timeout 600 "$BUILD/tests/cuda_host/$name" 2>&1); rc=$?
+        echo "$out" | sed "s/^/[$name] /"
+        p=$(echo "$out" | grep -cE '^ok ' || true)
+        f=$(echo "$out" | grep -cE '^not ok ' || true)
+        if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; echo "[$name] exited with status $rc"; fi
+        pass=$((pass + p)); fail=$((fail + f))
+        [ "$f" -gt 0 ] && failed_names+=("$name")
+    done
+fi
 [ ${#failed_names[@]} -gt 0 ] && echo "failing: ${failed_names[*]}"
 echo "$pass passed, $fail failed, $skipn skipped"
 [ "$fail" -eq 0 ]

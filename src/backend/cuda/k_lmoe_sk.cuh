@@ -101,10 +101,67 @@ __device__ __forceinline__ void sk_cp_wait(int n) {
     else cp_async_wait<3>();
 }
 
-/* Bytes per row of a down slice of UH columns in shared memory, and the planes' offsets in a slice
- * buffer of R rows: Q4_K [R][UH/2 qs][R][16 meta]; Q6_K [R][UH/2 ql][R][UH/4 qh][R][UH/16 sc][R][4 d]. */
+/* ---- a unit's down slice: UH columns [f0, f0 + UH) of R rows of a down matrix (FF = 256 nbd
+ * columns), UH = 128 (half of a 256-column block: f0 % 256 is 0 or 128) or 256 (f0 % 256 == 0).
+ * Buffer layout (planes of R rows each):
+ *   Q4_K [R][UH/2 qs][R][16 meta]
+ *   Q6_K [R][UH/2 ql][R][UH/4 qh][R][UH/16 scales][R][4: the aligned word that holds d]
+ * These helpers are the whole of the slice's addressing (the kernel and tests/cuda_host use them). */
 __host__ __device__ static inline int sk_slice_row_bytes(int WT, int UH) {
     return WT == GT_Q4_K ? UH / 2 + 16 : UH / 2 + UH / 4 + UH / 16 + 4;
+}
+/* pieces per row: Q4_K UH/32 x 16 qs bytes + the meta; Q6_K UH/32 x 16 ql + UH/64 x 16 qh + the
+ * scales (8 or 16 bytes) + the d word (4) */
+__host__ __device__ static inline int sk_slice_pieces(int WT, int UH) { return WT == GT_Q4_K ? UH / 32 + 1 : UH / 32 + UH / 64 + 2; }
+struct sk_piece {
+    int plane;     /* 0 gmat.q, 1 gmat.qh, 2 gmat.sc, 3 gmat.d (as bytes) */
+    int bytes;     /* 16, 8 or 4 */
+    size_t src;    /* byte offset in that plane */
+    unsigned dst;  /* byte offset in the slice buffer */
+};
+/* Piece p of buffer row r (matrix row g0 + r). */
+__host__ __device__ static inline sk_piece sk_slice_piece(int WT, int UH, int R, int nbd, long g0, int f0, int r, int p) {
+    size_t blk = (size_t)(g0 + r) * nbd + (f0 >> 8);
+    int half = UH == 128 ? (f0 >> 7) & 1 : 0, ql16 = UH / 32;
+    sk_piece pc;
+    if (p < ql16) { /* qs / ql: the unit's 64 or 128 bytes of the block's 128 */
+        pc.plane = 0; pc.bytes = 16; pc.src = blk * 128 + 64 * half + 16 * p; pc.dst = (unsigned)(r * (UH / 2) + 16 * p);
+    } else if (WT == GT_Q4_K) { /* the block's meta: d, dmin, the 12 scale bytes */
+        pc.plane = 2; pc.bytes = 16; pc.src = blk * 16; pc.dst = (unsigned)(R * (UH / 2) + r * 16);
+    } else if (p < ql16 + UH / 64) { /* qh: the half's 32 bytes of the block's 64, or all */
+        int q = p - ql16;
+        pc.plane = 1; pc.bytes = 16; pc.src = blk * 64 + 32 * half + 16 * q; pc.dst = (unsigned)(R * (UH / 2) + r * (UH / 4) + 16 * q);
+    } else if (p == ql16 + UH / 64) { /* the scales: the half's 8 of the block's 16, or all */
+        pc.plane = 2; pc.bytes = UH / 16; pc.src = blk * 16 + 8 * half; pc.dst = (unsigned)(R * (UH / 2 + UH / 4) + r * (UH / 16));
+    } else { /* the 4-byte aligned word that holds the block's fp16 d */
+        pc.plane = 3; pc.bytes = 4; pc.src = (blk * 2) & ~(size_t)3; pc.dst = (unsigned)(R * (UH / 2 + UH / 4 + UH / 16) + r * 4);
+    }
+    return pc;
+}
+/* Where chunk dc (64 columns: [f0 + 64 dc, +64) for Q4_K; for Q6_K the chunk's two 32-column
+ * groups, see k_lean.cuh) of buffer row dr sits: q the 32 qs / ql bytes; m the Q4_K meta or the Q6_K
+ * 32 qh bytes of its half; sc the Q6_K half's 8 scales; d the d word, dh which half of it is d; j
+ * the chunk's index in its block (ln_dot_q4k's j; Q6_K: j & 1 is ln_dot_q6k's s). */
+struct sk_chunk {
+    unsigned q, m, sc, d;
+    int j, dh;
+};
+__host__ __device__ static inline sk_chunk sk_slice_chunk(int WT, int UH, int R, int nbd, long g0, int f0, int dr, int dc) {
+    sk_chunk ch;
+    ch.j = ((f0 & 255) >> 6) + dc;
+    ch.q = (unsigned)(dr * (UH / 2) + 32 * dc);
+    if (WT == GT_Q4_K) {
+        ch.m = (unsigned)(R * (UH / 2) + dr * 16);
+        ch.sc = ch.d = 0;
+        ch.dh = 0;
+    } else {
+        int n = (ch.j >> 1) & 1, n0 = UH == 128 ? n : 0; /* the chunk's half of the block; the slice's first */
+        ch.m = (unsigned)(R * (UH / 2) + dr * (UH / 4) + 32 * (n - n0));
+        ch.sc = (unsigned)(R * (UH / 2 + UH / 4) + dr * (UH / 16) + 8 * (n - n0));
+        ch.d = (unsigned)(R * (UH / 2 + UH / 4 + UH / 16) + dr * 4);
+        ch.dh = (int)((((size_t)(g0 + dr) * nbd + (f0 >> 8))) & 1);
+    }
+    return ch;
 }
 
 struct lmoe_sk_args {
@@ -167,31 +224,14 @@ __global__ void __launch_bounds__(LN_THREADS, 2) k_lmoe_sk(const __grid_constant
         unit(i, &sl, &f0);
         const gmat &W = sl == a.k ? a.sdown : a.down;
         long g0 = (sl == a.k ? 0L : (long)ids[sl] * a.H) + (long)rank * R; /* first row of W */
-        int b0 = f0 >> 8, half = UH == 128 ? (f0 >> 7) & 1 : 0;
         unsigned char *dst = slices + (size_t)(i % NSD) * L.dslice;
-        const int ql16 = UH / 32; /* 16-byte pieces of a row's qs / ql run */
-        if (WT == GT_Q4_K) {
-            for (int k = tid; k < R * (ql16 + 1); k += LN_THREADS) {
-                int r = k / (ql16 + 1), p = k % (ql16 + 1);
-                size_t blk = (size_t)(g0 + r) * nbd + b0;
-                if (p < ql16) cp_async16(dst + (size_t)r * (UH / 2) + 16 * p, W.q + blk * 128 + 64 * half + 16 * p, 16);
-                else cp_async16(dst + (size_t)R * (UH / 2) + (size_t)r * 16, W.sc + blk * 16, 16);
-            }
-        } else {
-            const int qh16 = UH / 64; /* 16-byte pieces of a row's qh run */
-            unsigned char *dqh = dst + (size_t)R * (UH / 2), *dsc = dqh + (size_t)R * (UH / 4), *dd = dsc + (size_t)R * (UH / 16);
-            for (int k = tid; k < R * (ql16 + qh16 + 2); k += LN_THREADS) {
-                int r = k / (ql16 + qh16 + 2), p = k % (ql16 + qh16 + 2);
-                size_t blk = (size_t)(g0 + r) * nbd + b0;
-                if (p < ql16) cp_async16(dst + (size_t)r * (UH / 2) + 16 * p, W.q + blk * 128 + 64 * half + 16 * p, 16);
-                else if (p < ql16 + qh16)
-                    cp_async16(dqh + (size_t)r * (UH / 4) + 16 * (p - ql16), W.qh + blk * 64 + 32 * half + 16 * (p - ql16), 16);
-                else if (p == ql16 + qh16) { /* the unit's scales: 8 of the block's 16 (UH 128) or all 16 */
-                    if (UH == 128) sk_cp8(dsc + (size_t)r * 8, W.sc + blk * 16 + 8 * half);
-                    else cp_async16(dsc + (size_t)r * 16, W.sc + blk * 16, 16);
-                } else /* the aligned 4-byte word that holds d (fp16) of the row's block */
-                    sk_cp4(dd + (size_t)r * 4, (const unsigned char *)W.d + ((blk * 2) & ~(size_t)3));
-            }
+        const int P = sk_slice_pieces(WT, UH);
+        for (int k = tid; k < R * P; k += LN_THREADS) {
+            sk_piece pc = sk_slice_piece(WT, UH, R, nbd, g0, f0, k / P, k % P);
+            const unsigned char *src = (pc.plane == 0 ? W.q : pc.plane == 1 ? W.qh : pc.plane == 2 ? W.sc : (const unsigned char *)W.d) + pc.src;
+            if (pc.bytes == 16) cp_async16(dst + pc.dst, src, 16);
+            else if (pc.bytes == 8) sk_cp8(dst + pc.dst, src);
+            else sk_cp4(dst + pc.dst, src);
         }
         cp_async_commit();
     };
@@ -316,19 +356,11 @@ __global__ void __launch_bounds__(LN_THREADS, 2) k_lmoe_sk(const __grid_constant
         if (WT == GT_Q4_K) ln_act_q4k(QU, 0, dc, AD);
         else ln_act_q6k(QU, 0, dc, AD);
         const unsigned char *sb = slices + (size_t)(i % NSD) * L.dslice;
-        int cin = ((f0 & 255) >> 6) + dc; /* the chunk in its 256-column block */
+        long g0 = (sl == a.k ? 0L : (long)ids[sl] * a.H) + (long)rank * R;
+        sk_chunk ch = sk_slice_chunk(WT, UH, R, nbd, g0, f0, dr, dc);
         float v;
-        if (WT == GT_Q4_K) {
-            v = ln_dot_q4k(sb + (size_t)dr * (UH / 2) + 32 * dc, sb + (size_t)R * (UH / 2) + (size_t)dr * 16, cin & 3, AD);
-        } else {
-            int n = (cin >> 1) & 1, n0 = UH == 128 ? n : 0; /* the half of the block; the slice's first half */
-            const unsigned char *qh = sb + (size_t)R * (UH / 2) + (size_t)dr * (UH / 4) + 32 * (n - n0);
-            const int8_t *sc = (const int8_t *)(sb + (size_t)R * (UH / 2 + UH / 4) + (size_t)dr * (UH / 16) + 8 * (n - n0));
-            long gr = (sl == a.k ? 0L : (long)ids[sl] * a.H) + (long)rank * R + dr;
-            size_t blk = (size_t)gr * nbd + (f0 >> 8);
-            const __half *dw = (const __half *)(sb + (size_t)R * (UH / 2 + UH / 4 + UH / 16) + (size_t)dr * 4);
-            v = ln_dot_q6k(sb + (size_t)dr * (UH / 2) + 32 * dc, qh, sc, __half2float(dw[blk & 1]), cin & 1, AD);
-        }
+        if (WT == GT_Q4_K) v = ln_dot_q4k(sb + ch.q, sb + ch.m, ch.j & 3, AD);
+        else v = ln_dot_q6k(sb + ch.q, sb + ch.m, (const int8_t *)(sb + ch.sc), __half2float(((const __half *)(sb + ch.d))[ch.dh]), ch.j & 1, AD);
         for (int o = NCH >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
         if (dc == 0) atomicAdd(a.out + (long)rank * R + dr, wts[sl] * v);
         if (i + 1 < mine) {
