@@ -12,7 +12,13 @@ echo "det: $(grep -o 'digest [0-9a-f]*' "$O/det.txt" | head -1)"
 timeout 200 ./lilac bench --synthetic qwen3.6-35b-a3b --backend cuda -o "$O/bench" > "$O/bench.txt" 2>&1
 echo "== bench"; sed -n 4,24p "$O/bench/bench.md"
 if [ "${SUITE:-1}" = 1 ]; then
-    timeout 300 ./gpu_session.sh test > "$O/gpu_session.txt" 2>&1
+    # the split-K MoE's tests alone first, under a short timeout (never run on a GPU before session 27:
+    # a wrong cluster barrier or counter would hang); the suite skips them if they did not pass
+    ./gpu_session.sh test-sk > "$O/gpu_session_sk.txt" 2>&1
+    echo "sk: $(grep -E '^# .* tests' "$O/gpu_test_sk.txt" || echo 'no summary (hung or crashed)')"
+    grep -E "not ok" "$O/gpu_test_sk.txt" | head -5
+    if grep -qE '^# [0-9]+ tests, 0 failed' "$O/gpu_test_sk.txt"; then t=test; else t=test-nosk; fi
+    ./gpu_session.sh $t > "$O/gpu_session.txt" 2>&1
     grep -E "not ok|# .* tests" "$O/gpu_test.txt" | tail -5
 fi
 (cd "$O" && tar czf all.tgz ./*.txt bench && rm -rf det.txt bench.txt)

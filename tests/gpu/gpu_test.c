@@ -778,11 +778,39 @@ static void test_fixture(const char *name, int chunk) {
 }
 #endif
 
+/* The split-K MoE's tests (LILAC_CUDA_MOE_SK=1, opt-in, session 26), with the bf16 cache of the
+ * switch tests around them. Alone: `gpu_test --sk` (its first run on a GPU may hang if a cluster
+ * barrier or the grid-wide counter is wrong: run it under a short timeout first); the full suite
+ * skips them with GPU_TEST_NO_SK=1. */
+static void tests_moe_sk(void) {
+    setenv("LILAC_CUDA_KV", "bf16", 1);
+    /* the decode MoE as one split-K launch (LILAC_CUDA_MOE_SK=1, opt-in, session 26): clusters of 8
+     * blocks share h through distributed shared memory, the down's partial sums go into x by fp32
+     * reductions (other orders: greedy reported). A unit's slice misread (a wrong half, scale or d)
+     * or a lost or doubled reduction moves the logits far past the KL bound. Layers 0-1 of L4 have
+     * Q4_K downs, 2-3 Q6_K: both instances run. With GDN_ATOM too: both atomic forms together. */
+    test_moe_sk_active("qwen3.6-35b-a3b-L4");
+    test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_MOE_SK", "1", "0", "the MoE as one split-K launch", 0);
+    setenv("LILAC_CUDA_GDN_ATOM", "1", 1);
+    test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_MOE_SK", "1", "0", "the split-K MoE beside GDN_ATOM=1", 0);
+    unsetenv("LILAC_CUDA_GDN_ATOM");
+    setenv("LILAC_CUDA_FOLD", "0", 1); /* the router as its own launch: the kernel's normalized-logit form */
+    test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_MOE_SK", "1", "0", "the split-K MoE without the router fold", 0);
+    unsetenv("LILAC_CUDA_FOLD");
+    test_switch_same_bits("qwen3.6-35b-a3b-L4", 300, 8, "LILAC_CUDA_MOE_SK", "1", "0", "MOE_SK in a deterministic run (ignored)");
+    unsetenv("LILAC_CUDA_KV");
+}
+
 int main(int argc, char **argv) {
     int quick = argc > 1 && !strcmp(argv[1], "--quick");
     if (cuda_device_count() < 1) {
         printf("ok 1 # SKIP no CUDA device\n");
         return 0;
+    }
+    if (argc > 1 && !strcmp(argv[1], "--sk")) {
+        tests_moe_sk();
+        printf("# %d tests, %d failed\n", g_n, g_fail);
+        return g_fail ? 1 : 0;
     }
 #ifdef HAVE_LOADER
     test_fixture("tiny", 64);
@@ -810,20 +838,7 @@ int main(int argc, char **argv) {
     test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_GDN_ATOM", "1", "0", "the GDN fold's shares by atomics", 0);
     test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_GDN_ATOM", "2", "0", "the GDN fold's shares by four-float atomics", 0);
     test_switch_same_bits("qwen3.6-35b-a3b-L4", 300, 8, "LILAC_CUDA_GDN_ATOM", "1", "0", "GDN_ATOM in a deterministic run (ignored)");
-    /* the decode MoE as one split-K launch (LILAC_CUDA_MOE_SK=1, opt-in, session 26): clusters of 8
-     * blocks share h through distributed shared memory, the down's partial sums go into x by fp32
-     * reductions (other orders: greedy reported). A unit's slice misread (a wrong half, scale or d)
-     * or a lost or doubled reduction moves the logits far past the KL bound. Layers 0-1 of L4 have
-     * Q4_K downs, 2-3 Q6_K: both instances run. With GDN_ATOM too: both atomic forms together. */
-    test_moe_sk_active("qwen3.6-35b-a3b-L4");
-    test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_MOE_SK", "1", "0", "the MoE as one split-K launch", 0);
-    setenv("LILAC_CUDA_GDN_ATOM", "1", 1);
-    test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_MOE_SK", "1", "0", "the split-K MoE beside GDN_ATOM=1", 0);
-    unsetenv("LILAC_CUDA_GDN_ATOM");
-    setenv("LILAC_CUDA_FOLD", "0", 1); /* the router as its own launch: the kernel's normalized-logit form */
-    test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_MOE_SK", "1", "0", "the split-K MoE without the router fold", 0);
-    unsetenv("LILAC_CUDA_FOLD");
-    test_switch_same_bits("qwen3.6-35b-a3b-L4", 300, 8, "LILAC_CUDA_MOE_SK", "1", "0", "MOE_SK in a deterministic run (ignored)");
+    if (!getenv("GPU_TEST_NO_SK")) tests_moe_sk();
     unsetenv("LILAC_CUDA_KV");
     /* 1200 positions: 33 splits of 4-head blocks vs 66 of 8-head blocks, every split non-empty */
     test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_FD_FG", "4", "8", "4-head flash-decoding blocks", 1);
