@@ -5,7 +5,7 @@
 # Each variant is NAME:BINARY[:ENV=VAL,ENV=VAL]. DET=1 first prints every variant's --deterministic
 # digest (a change that should keep the bits must keep it). Then ROUNDS rounds of the quick bench,
 # variants interleaved, one line per run: the 4096/1024 decode point and the 256 point. Raw output
-# goes to $OUT/all.tgz.
+# goes to $OUT/all.tgz. TO: seconds per run before it is killed (default 120; a quick bench takes ~12).
 set -u
 : "${V:?V=\"name:binary[:ENV=VAL,...] ...\"}"
 ROUNDS=${ROUNDS:-3}
@@ -15,7 +15,7 @@ run_one() { # spec out-file [extra args]
     local spec=$1 out=$2; shift 2
     local n=${spec%%:*} r=${spec#*:}; local b=${r%%:*} e=${r#*:}
     [ "$e" = "$r" ] && e=
-    env ${e//,/ } timeout 120 "./$b" $Q "$@" > "$out" 2>&1
+    env ${e//,/ } timeout "${TO:-120}" "./$b" $Q "$@" > "$out" 2>&1
 }
 if [ "${DET:-1}" = 1 ]; then
     for v in $V; do

@@ -348,7 +348,11 @@ __global__ void __launch_bounds__(LN_THREADS, 2) k_lmoe_sk(const __grid_constant
         }
         sk_cp_wait(nsl - i - 1); /* slice i landed (this thread's copies); later ones may fly */
         if (i == 0 && tid == 0) { /* every block past its prologue: x may change now */
-            while (*(volatile unsigned long long *)L.ctr < tgt) __nanosleep(64);
+            /* bounded: a block that never counts (a bug) fails the launch instead of hanging it */
+            for (unsigned spins = 0; *(volatile unsigned long long *)L.ctr < tgt; spins++) {
+                if (spins > (1u << 24)) __trap();
+                __nanosleep(64);
+            }
             __threadfence();
         }
         __syncthreads(); /* the q8 of h, every thread's slice copies, the counter */
