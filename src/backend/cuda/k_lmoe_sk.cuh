@@ -181,8 +181,14 @@ struct lmoe_sk_args {
 
 /* RAW: the router is folded into the kernel before (k_lgdn): the logits are raw (no 1/rms) and x is
  * that kernel's output, so the prologue comes after the wait (k_lmoe_gu's RAW form). */
+/* SK_REGS: a register cap other than the launch bounds' 64 (at 64, 16-52 bytes of spills; the full
+ * shared-memory plan leaves no room beside the block anyway, so more registers cost no co-residence) */
 template <int WT, bool RAW>
+#ifdef SK_REGS
+__global__ void __maxnreg__(SK_REGS) k_lmoe_sk(const __grid_constant__ lmoe_sk_args L) {
+#else
 __global__ void __launch_bounds__(LN_THREADS, 2) k_lmoe_sk(const __grid_constant__ lmoe_sk_args L) {
+#endif
     extern __shared__ __align__(16) unsigned char sm[];
     __shared__ __align__(8) uint64_t bar[LN_MAX_ST];
     __shared__ float red[32];
