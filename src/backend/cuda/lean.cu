@@ -307,7 +307,7 @@ static void (*sk_kernel(int WT, int raw))(lmoe_sk_args) {
 /* A launch of `grid` blocks of LN_THREADS in clusters of SK_CL (at: room for 2 attributes), with
  * programmatic dependent launch when pdl != 0. */
 static void sk_config(cudaLaunchConfig_t *cfg, cudaLaunchAttribute *at, int grid, size_t smem, cudaStream_t st, int pdl) {
-    memset(cfg, 0, sizeof(*cfg));
+    *cfg = cudaLaunchConfig_t{};
     cfg->gridDim = dim3((unsigned)grid);
     cfg->blockDim = dim3(LN_THREADS);
     cfg->dynamicSmemBytes = smem;
