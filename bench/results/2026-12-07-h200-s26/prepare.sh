@@ -3,7 +3,8 @@
 # the four calls carry (~12 minutes here). From the repo root:
 #   bash bench/results/2026-12-07-h200-s26/prepare.sh
 #   .cuda-wt/c.tar.xz  call 1 + 2: lilac (HEAD), lilac-head (the variant build path), lilac-sk80
-#                      (-DSK_REGS=80: the split-K MoE without spills), lilac-pflsu, gpu_test +
+#                      (-DSK_REGS=80: the split-K MoE without spills), lilac-sk80v4 (+ -DSK_V4=1:
+#                      four rows per reduction), lilac-pflsu, gpu_test +
 #                      fixtures, lab tmaq
 #   .cuda-wt/e.tar.xz  call 3: lilac + register-cap / PFSELF variants (MIN=1)
 #   .cuda-wt/lean.cubin.xz  call 3: nvdisasm of the lean kernels
@@ -18,6 +19,7 @@ make build/lab/tmaq CUARCH="$A"
 rm -f build/lilac-* .cuda-wt/*.tar.xz .cuda-wt/lean.cubin*
 dev/lean_variant.sh head
 dev/lean_variant.sh sk80 -DSK_REGS=80
+dev/lean_variant.sh sk80v4 -DSK_REGS=80 -DSK_V4=1
 dev/lean_variant.sh pflsu -DLN_PFLSU
 LAB=tmaq dev/gpu_bundle.sh
 mv .cuda-wt/b.tar.xz .cuda-wt/c.tar.xz

@@ -41,6 +41,9 @@
 #define SK_CL 8       /* blocks per cluster (the portable maximum) */
 #define SK_MAX_UH 256 /* h rows of a unit at most */
 #define SK_MAX_SD 4   /* down slice buffers at most */
+#ifndef SK_V4
+#define SK_V4 0       /* 1: the residual rows four per red.global.add.v4.f32 (an experiment, -DSK_V4=1) */
+#endif
 
 /* ---- cluster primitives (sm_90; the compute_80 PTX traps) */
 __device__ __forceinline__ unsigned sk_cluster_rank() {
@@ -372,7 +375,17 @@ __global__ void __launch_bounds__(LN_THREADS, 2) k_lmoe_sk(const __grid_constant
         if (WT == GT_Q4_K) v = ln_dot_q4k(sb + ch.q, sb + ch.m, ch.j & 3, AD);
         else v = ln_dot_q6k(sb + ch.q, sb + ch.m, (const int8_t *)(sb + ch.sc), __half2float(((const __half *)(sb + ch.d))[ch.dh]), ch.j & 1, AD);
         for (int o = NCH >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-        if (dc == 0) atomicAdd(a.out + (long)rank * R + dr, wts[sl] * v);
+        v *= wts[sl];
+#if SK_V4 /* four consecutive rows per reduction (red.global.add.v4.f32, as GDN_ATOM=2): the row
+           * dr + q sits NCH q lanes up; a quarter of the operations */
+        float v1 = __shfl_down_sync(0xffffffffu, v, NCH), v2 = __shfl_down_sync(0xffffffffu, v, 2 * NCH),
+              v3 = __shfl_down_sync(0xffffffffu, v, 3 * NCH);
+        if (dc == 0 && (dr & 3) == 0)
+            asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(a.out + (long)rank * R + dr), "f"(v), "f"(v1), "f"(v2), "f"(v3)
+                         : "memory");
+#else
+        if (dc == 0) atomicAdd(a.out + (long)rank * R + dr, v);
+#endif
         if (i + 1 < mine) {
             __syncthreads(); /* the slice buffer and the q8 of h are free */
             if (nsl < mine) issue_slice(nsl++);
