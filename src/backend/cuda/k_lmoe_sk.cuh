@@ -203,6 +203,8 @@ __global__ void __launch_bounds__(LN_THREADS, 2) k_lmoe_sk(const __grid_constant
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, NST = L.nst, NSD = L.nsd;
     const int C = a.H >> 6, TH = LN_THREADS / C, nb = a.H >> 8, UH = SK_CL * TH, NCH = UH >> 6;
     const int R = a.H / SK_CL, nbd = a.FF >> 8; /* down rows per block; 256-column blocks per down row */
+    /* this thread's row of a slice and its first piece (R | LN_THREADS: no division per copy) */
+    const int SP = sk_slice_pieces(WT, UH), sr = tid % R, sp0 = tid / R;
     const unsigned rank = sk_cluster_rank();
     const int cid = (int)sk_cluster_id(), NC = (int)sk_cluster_count();
     const int nsu = a.FS / UH, upe = a.FF / UH, U = nsu + a.k * upe;
@@ -234,9 +236,8 @@ __global__ void __launch_bounds__(LN_THREADS, 2) k_lmoe_sk(const __grid_constant
         const gmat &W = sl == a.k ? a.sdown : a.down;
         long g0 = (sl == a.k ? 0L : (long)ids[sl] * a.H) + (long)rank * R; /* first row of W */
         unsigned char *dst = slices + (size_t)(i % NSD) * L.dslice;
-        const int P = sk_slice_pieces(WT, UH);
-        for (int k = tid; k < R * P; k += LN_THREADS) {
-            sk_piece pc = sk_slice_piece(WT, UH, R, nbd, g0, f0, k / P, k % P);
+        for (int p = sp0; p < SP; p += LN_THREADS / R) { /* row sr: pieces sp0, sp0 + 512 / R, ... */
+            sk_piece pc = sk_slice_piece(WT, UH, R, nbd, g0, f0, sr, p);
             const unsigned char *src = (pc.plane == 0 ? W.q : pc.plane == 1 ? W.qh : pc.plane == 2 ? W.sc : (const unsigned char *)W.d) + pc.src;
             if (pc.bytes == 16) cp_async16(dst + pc.dst, src, 16);
             else if (pc.bytes == 8) sk_cp8(dst + pc.dst, src);

@@ -349,7 +349,9 @@ int lean_moe_sk(const void *args, int nsm, int pdl, cudaStream_t st, unsigned lo
     if (!sk_ok || !ctr || !ln_moe_geom(m, &TH, &R, &dstage)) return 0;
     /* a unit is SK_CL gate/up tiles: 128 or 256 h rows, half or all of a 256-column block of the down */
     int UH = SK_CL * TH, H = m.H;
-    if ((UH != 128 && UH != 256) || m.FF % UH || m.FS % UH || H % SK_CL || (H / SK_CL) * (UH / 64) != LN_THREADS) return 0;
+    if ((UH != 128 && UH != 256) || m.FF % UH || m.FS % UH || H % SK_CL || (H / SK_CL) * (UH / 64) != LN_THREADS ||
+        LN_THREADS % (H / SK_CL))
+        return 0;
     if (WT == GT_Q6_K && (m.FF >> 8) % 2) return 0; /* the 4-byte copy of d stays inside the matrix */
     lmoe_sk_args L;
     memset(&L, 0, sizeof(L));
