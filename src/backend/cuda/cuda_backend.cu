@@ -167,7 +167,7 @@ struct cu_backend {
                                            * without a device, not yet measured. After load: 1 only where the
                                            * kernel takes the model's MoE shapes */
     size_t sk_cap;                        /* its dynamic shared memory per block at most (LILAC_CUDA_MOE_SK_SMEM, KB; 0: 220) */
-    unsigned long long *sk_ctr;           /* its grid-wide counter (zero at load, never reset) */
+    unsigned long long *sk_ctr;           /* its grid-wide counters, layer l's at sk_ctr[16 l] (zero at load, never reset) */
     int fd_fused;                         /* flash-decoding with the q/k norm + RoPE + cache append fused in (default; LILAC_CUDA_ATTN_FUSED=0) */
     int lean_head;                        /* the lm head through k_lgemv too (default; 27 KB Q6_K stages: 146 vs 172 µs for k_gemv_q, LILAC_CUDA_LEAN_HEAD=0) */
     int ln_n, ln_steps, ln_print_at;      /* trace: records used, graphed steps, LILAC_CUDA_LN_TRACE=N prints after step N */
@@ -1134,7 +1134,7 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
                 pf.when = b->pfnext;
             }
             prof_begin(b);
-            if (lean_moe_sk(&ma, b->nsm, b->pdl, b->st, ln_slot(b, "moe.sk"), fold, &pf, b->sk_ctr, b->sk_cap, 1)) {
+            if (lean_moe_sk(&ma, b->nsm, b->pdl, b->st, ln_slot(b, "moe.sk"), fold, &pf, b->sk_ctr + (size_t)l * 16, b->sk_cap, 1)) {
                 prof_end(b, "moe.sk", b->moe_gu_bytes + b->moe_d_bytes, 0);
                 continue;
             }
@@ -1970,8 +1970,10 @@ static ll_status cu_init(cu_backend *b) {
     if (b->lean) { /* the fused MoE kernel's grid barrier counter: its own 128-byte line */
         LL_TRY(dev_alloc(b, (void **)&b->fz_bar, 128));
         CU_TRY(cudaMemset(b->fz_bar, 0, 128));
-        LL_TRY(dev_alloc(b, (void **)&b->sk_ctr, 128)); /* k_lmoe_sk's counter, a line of its own too */
-        CU_TRY(cudaMemset(b->sk_ctr, 0, 128));
+        /* k_lmoe_sk's counters: one per layer (a counter's launches must share one grid size; a Q4_K
+         * and a Q6_K down may not), each on a 128-byte line of its own */
+        LL_TRY(dev_alloc(b, (void **)&b->sk_ctr, (size_t)hp.n_layer * 128));
+        CU_TRY(cudaMemset(b->sk_ctr, 0, (size_t)hp.n_layer * 128));
         /* k_lgdn's shares and arrival counters */
         LL_TRY(dev_alloc(b, (void **)&b->gdn_part, lean_gdn_part_floats(LL_MAX(1, hp.gdn_n_v_heads), hp.n_embd, hp.n_expert + 1) * 4));
         LL_TRY(dev_alloc(b, (void **)&b->x2, (size_t)hp.n_embd * 4));

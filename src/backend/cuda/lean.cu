@@ -374,7 +374,9 @@ int lean_moe_sk(const void *args, int nsm, int pdl, cudaStream_t st, unsigned lo
     }
     if (need() > cap) return 0;
     void (*kern)(lmoe_sk_args) = sk_kernel(WT, raw);
-    int nc = sk_max_clusters(kern, need());
+    /* at most one block per SM (two blocks of this kernel on one SM would do twice the work there),
+     * so the grid is the same for every launch that fits once per SM: one counter epoch = one G */
+    int nc = ln_min(sk_max_clusters(kern, need()), nsm / SK_CL);
     if (nc < 1) return 0;
     nc = ln_min(nc, U);
     if (!launch) return 1;

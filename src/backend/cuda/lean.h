@@ -77,9 +77,9 @@ int lean_moe(const void *moe_args, int nsm, int pdl, cudaStream_t st, int which,
  * so the sums' order varies from run to run. Clusters of 8 blocks share each unit of h through
  * distributed shared memory. raw: the router is folded into the kernel before (lean_fold: the
  * logits are raw). pf: the next layer's input projection into L2 (as lean_moe's down, `when`
- * ignored beyond on / off). ctr: a device u64, zero at load, one per backend, never reset (the
- * grid-wide "past the prologue" counter; every launch on it must use one grid size, which holds
- * for one model). cap: bytes of dynamic shared memory a block may take (0: 220 KB). Returns 1 when
+ * ignored beyond on / off). ctr: a device u64, zero at first use, never reset: the grid-wide "past
+ * the prologue" counter, whose epochs are grid-size increments, so every launch on one counter must
+ * have the same grid (the backend keeps one per layer: a layer's shapes and settings never change). cap: bytes of dynamic shared memory a block may take (0: 220 KB). Returns 1 when
  * it launched (launch 0: would launch), 0 where the shapes, types or device do not allow it. */
 int lean_moe_sk(const void *moe_args, int nsm, int pdl, cudaStream_t st, unsigned long long *tr, int raw, const lean_pf *pf,
                 unsigned long long *ctr, size_t cap, int launch);
