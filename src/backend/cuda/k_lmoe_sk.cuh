@@ -276,6 +276,7 @@ __global__ void __launch_bounds__(LN_THREADS, 2) k_lmoe_sk(const __grid_constant
         ln_trace(L.tr, 3);
         if (tid == 0)
             for (int i = pre; i < NST && i < mine; i++) issue(i);
+        if (tid == 0 && L.pfn) ln_prefetch_share(L.pfp, L.pfb, L.pfn, blockIdx.x, gridDim.x);
     } else {
         /* warp 0: the top-k and the first routed stage; the other warps: the prologue (k_lmoe_gu) */
         __syncthreads(); /* the ring's barriers initialised */
@@ -291,15 +292,17 @@ __global__ void __launch_bounds__(LN_THREADS, 2) k_lmoe_sk(const __grid_constant
         rn = ln_prologue<false, 1>(pa, qxb, red, &Q);
         if (tid == 0)
             for (int i = pre + 1; i < NST && i < mine; i++) issue(i);
+        /* the next layer's input projection into L2, ~1 µs after the wait (where k_lmoe_down's entry
+         * asked for it: session 24 measured later as worse), before this thread's slice copies */
+        if (tid == 0 && L.pfn) ln_prefetch_share(L.pfp, L.pfb, L.pfn, blockIdx.x, gridDim.x);
         ln_trace(L.tr, 3);
         if (tid == 0) { /* the logits are W_r x̂ * rms: the weights need rn */
             ln_softmax_k(wts, a.k, rn);
             wts[a.k] = a.FS ? sigmoid_f(lsh * rn) : 0.0f;
         }
     }
-    /* the routed slices (ids[] published by the prologue's barrier), then the next layer's prefetch */
+    /* the routed slices (ids[] published by the prologue's barrier) */
     while (nsl < NSD && nsl < mine) issue_slice(nsl++);
-    if (tid == 0 && L.pfn) ln_prefetch_share(L.pfp, L.pfb, L.pfn, blockIdx.x, gridDim.x);
     /* this block is done reading x: count it (release: the fence orders every thread's prologue
      * loads, which the prologue's barrier completed, before the increment) */
     unsigned long long tgt = 0;
