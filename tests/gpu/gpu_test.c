@@ -235,7 +235,7 @@ static void test_vs_ref(const char *preset, int n, int chunk, int greedy) {
 }
 
 /* Device-generated (lazy) synthetic weights equal host-generated ones: identical logits. */
-static void test_lazy_equal(const char *preset) {
+static void test_lazy_equal_run(const char *preset) {
     qwen_model *a = NULL, *b = NULL;
     if (qwen_model_synthetic_ex(preset, 3, 0, &a) != LL_OK || qwen_model_synthetic_ex(preset, 3, 1, &b) != LL_OK) {
         check(0, "synthetic %s: %s", preset, ll_errmsg());
@@ -549,7 +549,7 @@ static void test_kv_q8(const char *preset, int P, int D) {
 
 /* Long context: prefill P tokens; the decode of token P must match prefilling P+1 tokens; save/load
  * round trip; greedy generate on the device equals forward + host argmax. */
-static void test_long(const char *preset, int P, int chunk) {
+static void test_long_run(const char *preset, int P, int chunk) {
     qwen_model *m = NULL;
     if (qwen_model_synthetic(preset, 9, &m) != LL_OK) { check(0, "synthetic: %s", ll_errmsg()); return; }
     int V = m->hp.n_vocab;
@@ -778,6 +778,21 @@ static void test_fixture(const char *name, int chunk) {
 }
 #endif
 
+/* test_lazy_equal and test_long compare runs bit for bit (device- vs host-generated weights; a
+ * sequence continued twice from one snapshot) and 256 greedy steps with host argmax: they run on the
+ * ordered GDN sums, since the default fp32 atomics (GDN_ATOM=1, session 27) add in a varying order.
+ * The atomics have their own tests (test_gdn_atom_active, the GDN_ATOM switch tests). */
+static void test_lazy_equal(const char *preset) {
+    setenv("LILAC_CUDA_GDN_ATOM", "0", 1);
+    test_lazy_equal_run(preset);
+    unsetenv("LILAC_CUDA_GDN_ATOM");
+}
+static void test_long(const char *preset, int P, int chunk) {
+    setenv("LILAC_CUDA_GDN_ATOM", "0", 1);
+    test_long_run(preset, P, chunk);
+    unsetenv("LILAC_CUDA_GDN_ATOM");
+}
+
 /* The split-K MoE's tests (LILAC_CUDA_MOE_SK=1, opt-in, session 26), with the bf16 cache of the
  * switch tests around them. Alone: `gpu_test --sk` (its first run on a GPU may hang if a cluster
  * barrier or the grid-wide counter is wrong: run it under a short timeout first); the full suite
@@ -831,7 +846,7 @@ int main(int argc, char **argv) {
     setenv("LILAC_CUDA_KV", "bf16", 1);
     test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_FOLD", "3", "0", "the router fold", 0);
     /* the GDN fold's x and logit shares by fp32 atomics into buffers zeroed one GDN layer ahead
-     * (LILAC_CUDA_GDN_ATOM=1, opt-in, session 25) against the ordered sums: other orders, so routing
+     * (LILAC_CUDA_GDN_ATOM=1, the default since session 27) against the ordered sums: other orders, so routing
      * may flip at near-ties (greedy reported); a stale buffer (the zeroing chain broken) would add a
      * whole residual: far past the KL bound. Under --deterministic the switch is ignored: same bits. */
     test_gdn_atom_active("qwen3.6-35b-a3b-L4");

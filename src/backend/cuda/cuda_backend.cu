@@ -2188,10 +2188,13 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
      * scalar 64-bit atomics instead of fp32 vector ones, bench/results/2026-12-01-h200-s12 call 4) */
     b->moe_det = params && params->deterministic ? 1 : 0;
     if (getenv("LILAC_CUDA_MOE_DET")) b->moe_det = atoi(getenv("LILAC_CUDA_MOE_DET")) == 2 ? 2 : atoi(getenv("LILAC_CUDA_MOE_DET")) ? 1 : 0;
-    /* session 25 (prepared, not measured): the GDN fold's shares by atomics; never in a deterministic run */
-    b->gdn_atom = getenv("LILAC_CUDA_GDN_ATOM") && !b->moe_det ? atoi(getenv("LILAC_CUDA_GDN_ATOM")) : 0;
+    /* session 27: the GDN fold's shares by atomics, default 1: the in-graph trace at 4K, 1632.8 -> 1517.8
+     * us per step; with the split-K MoE 499 -> 525 tok/s in a same-call A/B (bench/results/
+     * 2026-12-07-h200-s26 calls 2, 4); its GPU tests passed. The untraced A/B against =0 is still to
+     * run (bench/results/2026-12-05-h200-s27/call1). Never in a deterministic run (other orders) */
+    b->gdn_atom = b->moe_det ? 0 : getenv("LILAC_CUDA_GDN_ATOM") ? atoi(getenv("LILAC_CUDA_GDN_ATOM")) : 1;
     if (b->gdn_atom != 1 && b->gdn_atom != 2) b->gdn_atom = 0; /* 2: the x rows as four-float reductions */
-    /* session 26 (prepared, not measured): the decode MoE as one split-K launch; never in a deterministic run */
+    /* session 26: the decode MoE as one split-K launch, opt-in: correct but 22 % slower at 4K (bench/results/2026-12-07-h200-s26 call 2); never in a deterministic run */
     b->moe_sk = getenv("LILAC_CUDA_MOE_SK") && !b->moe_det ? atoi(getenv("LILAC_CUDA_MOE_SK")) == 1 : 0;
     b->sk_cap = getenv("LILAC_CUDA_MOE_SK_SMEM") ? (size_t)LL_MAX(0, atoi(getenv("LILAC_CUDA_MOE_SK_SMEM"))) * 1024 : 0;
     /* 2 (an experiment, not yet measured: session 12 wrote it after its device time): plain stores of
