@@ -43,6 +43,10 @@
 #ifndef FD_XS_DIRECT
 #define FD_XS_DIRECT 1 /* the appended position's block (attn_dec_args.xs) writes its one-position partial from the rows it appends (0: through the loop and the merge) */
 #endif
+#ifndef FD_MINB_MMA
+#define FD_MINB_MMA 1 /* blocks per SM the tensor-core instances are built for (2: <= 128 registers, so that an
+                       * 8-head block fits beside the 16-warp qkv projection at 64 registers; session 28, unmeasured) */
+#endif
 #ifndef FD_PF_FG
 #define FD_PF_FG 256 /* the same for the FG < FD_G blocks, which enter while the projection before them runs */
 #endif
@@ -680,7 +684,7 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
  * NKV * FD_G / FG) at <= 128 registers, so that it fits on an SM next to the 16-warp input projection
  * before it and its K/V loads start while that projection runs. */
 template <int DPL, bool NC = true, int FG = FD_G, bool Q8 = false, bool MMA = false>
-__global__ void __launch_bounds__(FD_WARPS * 32, FG < FD_G ? 2 : 1) k_attn_decode_fd(const attn_dec_args a) {
+__global__ void __launch_bounds__(FD_WARPS * 32, FG < FD_G ? 2 : MMA ? FD_MINB_MMA : 1) k_attn_decode_fd(const attn_dec_args a) {
     extern __shared__ __align__(16) float fsm[];
     ln_trace(a.tr, 0);
     constexpr int NHG = FD_G / FG;

@@ -109,8 +109,14 @@ __device__ __forceinline__ void ln_delay_ns(unsigned ns) {
 
 /* ---- top-k with warp reductions (redux.sync): the same result as topk_warp (ties: lower index) */
 
-__device__ __forceinline__ uint32_t ln_fkey(float v) {
+/* host-callable for tests/cuda_host/test_topk_sort.cu (the bit casts are device intrinsics) */
+__host__ __device__ __forceinline__ uint32_t ln_fkey(float v) {
+#ifdef __CUDA_ARCH__
     uint32_t u = __float_as_uint(v);
+#else
+    uint32_t u;
+    memcpy(&u, &v, 4);
+#endif
     return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 __device__ __forceinline__ float ln_fkey_inv(uint32_t k) {
@@ -142,6 +148,47 @@ __device__ __forceinline__ void ln_softmax_k(float *w, int k, float scale) {
     for (int t = 0; t < k; t++) w[t] *= inv;
 }
 
+/* ---- the sorted form of the top-k (LN_TOPK2; session 28, unmeasured): each lane sorts its 8 (key,
+ * index) pairs once, by a comparator network, so that a round of the top-k reads the lane's head
+ * instead of re-scanning its 8 keys (a chain of 8 dependent compare-selects per round, 8 rounds, on
+ * gate/up's critical path: the routed tiles are requested only after it). Same order as ln_topk:
+ * the larger key first, the lower index on a tie. Host + device: tests/cuda_host/test_topk_sort.cu. */
+#ifndef LN_TOPK2
+#define LN_TOPK2 0
+#endif
+/* slots i < j of one lane: slot i keeps the larger key (the lower index on a tie) */
+__host__ __device__ __forceinline__ void tk_cx(uint32_t *k, uint32_t *p, int i, int j) {
+    bool sw = k[j] > k[i] || (k[j] == k[i] && p[j] < p[i]);
+    uint32_t ki = k[i], pi = p[i];
+    k[i] = sw ? k[j] : ki;
+    p[i] = sw ? p[j] : pi;
+    k[j] = sw ? ki : k[j];
+    p[j] = sw ? pi : p[j];
+}
+/* the 8 slots in that order: 19 comparators in 6 layers (indices distinct: a total order) */
+__host__ __device__ __forceinline__ void tk_sort8(uint32_t k[8], uint32_t p[8]) {
+    tk_cx(k, p, 0, 2); tk_cx(k, p, 1, 3); tk_cx(k, p, 4, 6); tk_cx(k, p, 5, 7);
+    tk_cx(k, p, 0, 4); tk_cx(k, p, 1, 5); tk_cx(k, p, 2, 6); tk_cx(k, p, 3, 7);
+    tk_cx(k, p, 0, 1); tk_cx(k, p, 2, 3); tk_cx(k, p, 4, 5); tk_cx(k, p, 6, 7);
+    tk_cx(k, p, 2, 4); tk_cx(k, p, 3, 5);
+    tk_cx(k, p, 1, 4); tk_cx(k, p, 3, 6);
+    tk_cx(k, p, 1, 2); tk_cx(k, p, 3, 4); tk_cx(k, p, 5, 6);
+}
+/* take: the head was chosen; the others move up and slot 7 empties (key 0 loses to every real key) */
+__host__ __device__ __forceinline__ void tk_pop8(uint32_t k[8], uint32_t p[8], bool take) {
+#pragma unroll
+    for (int j = 0; j < 7; j++) {
+        k[j] = take ? k[j + 1] : k[j];
+        p[j] = take ? p[j + 1] : p[j];
+    }
+    k[7] = take ? 0u : k[7];
+}
+/* one round over the lanes' heads: the winner's index (0xffffffff: nothing left, as ln_topk) given
+ * the warp's maximum head key mk */
+__host__ __device__ __forceinline__ uint32_t tk_cand(uint32_t head_key, uint32_t head_pos, uint32_t mk) {
+    return head_key == mk && mk != 0u ? head_pos : 0xffffffffu;
+}
+
 /* ids[k], w[k] (softmax over the chosen k, as topk_warp) from logits[E], E <= 256, in the calling
  * warp: each lane keeps its 8 logits in registers; a round is a lane-local max, one warp max of the
  * key and one warp min of the index among the lanes that hold it. */
@@ -155,6 +202,20 @@ __device__ __forceinline__ void ln_topk(const float *logits, int E, int k, int *
 #pragma unroll
     for (int c = 0; c < 8; c++)
         key[c] = lane + 32 * c < E ? ln_fkey(CG ? __ldcg(logits + lane + 32 * c) : logits[lane + 32 * c]) : 0u;
+#if LN_TOPK2
+    uint32_t pos[8];
+#pragma unroll
+    for (int c = 0; c < 8; c++) pos[c] = lane + 32 * c;
+    tk_sort8(key, pos);
+#pragma unroll
+    for (int t = 0; t < QK_MAX_TOPK; t++) {
+        if (t >= k) break;
+        uint32_t mk = ln_warp_max_u32(key[0]);
+        uint32_t wi = ln_warp_min_u32(tk_cand(key[0], pos[0], mk));
+        tk_pop8(key, pos, pos[0] == wi);
+        if (lane == 0) { ids[t] = (int)wi; w[t] = ln_fkey_inv(mk); }
+    }
+#else
     for (int t = 0; t < k; t++) {
         uint32_t bk = 0, bi = 0xffffffffu;
 #pragma unroll
@@ -169,6 +230,7 @@ __device__ __forceinline__ void ln_topk(const float *logits, int E, int k, int *
         }
         if (lane == 0) { ids[t] = (int)wi; w[t] = ln_fkey_inv(mk); } /* the logit for now */
     }
+#endif
     if (SOFT && lane == 0) ln_softmax_k(w, k, 1.0f);
     __syncwarp();
 }
