@@ -375,6 +375,30 @@ static void test_moe_sk_active(const char *preset) {
     qwen_model_free_synthetic(m);
 }
 
+/* LILAC_CUDA_ATT_COUT=1 takes effect on the real dimensions (k_lattn.cuh: so that the switch tests
+ * compare two forms), not in a deterministic run, and not where the chain of zeroed buffers would
+ * be shorter than three layers (L4 with GDN_ATOM=0: its one attention layer alone). */
+static void test_att_cout_active(const char *preset) {
+    qwen_model *m = NULL;
+    if (qwen_model_synthetic(preset, 21, &m) != LL_OK) { check(0, "synthetic: %s", ll_errmsg()); return; }
+    int on[3] = {-1, -1, -1};
+    setenv("LILAC_CUDA_ATT_COUT", "1", 1);
+    for (int k = 0; k < 3; k++) {
+        if (k == 1) setenv("LILAC_CUDA_MOE_DET", "1", 1);
+        if (k == 2) setenv("LILAC_CUDA_GDN_ATOM", "0", 1);
+        ll_backend *be = mk_backend(m, 64);
+        cuda_info ci;
+        if (be && cuda_backend_info(be, &ci) == LL_OK) on[k] = ci.att_cout;
+        if (be) ll_backend_free(be);
+        unsetenv("LILAC_CUDA_MOE_DET");
+    }
+    unsetenv("LILAC_CUDA_GDN_ATOM");
+    unsetenv("LILAC_CUDA_ATT_COUT");
+    check(on[0] == 1 && on[1] == 0 && on[2] == 0, "%s: LILAC_CUDA_ATT_COUT=1 is on (%d), off in a deterministic run (%d) and off with a chain of one layer (%d)",
+          preset, on[0], on[1], on[2]);
+    qwen_model_free_synthetic(m);
+}
+
 /* A decode switch that must not move a bit: P prompt tokens, D rows decoded one by one under each
  * setting, every logit compared bit for bit (and the greedy tokens). Used for the lm head through
  * registers (LILAC_CUDA_LN_HEAD=1, k_lhead, the default) against the copy-engine ring (0): the same
@@ -816,11 +840,38 @@ static void tests_moe_sk(void) {
     unsetenv("LILAC_CUDA_KV");
 }
 
+/* The attention combine + out-projection + router fold as one launch (LILAC_CUDA_ATT_COUT=1, opt-in,
+ * session 28): merged partials, the gate, q8 codes and W_o's super-block h of every row in one block
+ * per (head, row part), x and the logits by fp32 atomics into buffers zeroed one layer ahead (the
+ * chain through the GDN layers' atomic form). A wrong merge weight, a head's columns misread, a
+ * share lost or added twice, or a stale buffer (the chain broken: a whole residual added again)
+ * moves the logits far past the KL bound; the order of the atomics only rounds. Alone: `gpu_test
+ * --cout`. */
+static void tests_att_cout(void) {
+    unsetenv("LILAC_CUDA_KV"); /* the default q8 cache first */
+    test_att_cout_active("qwen3.6-35b-a3b-L4");
+    test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_ATT_COUT", "1", "0", "the attention combine + out-projection as one launch", 0);
+    /* 1200 positions: every split non-empty; 4-head flash-decoding blocks: 33 splits, no appended-position block */
+    test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_ATT_COUT", "1", "0", "ATT_COUT at 1200 positions", 0);
+    setenv("LILAC_CUDA_FD_FG", "4", 1);
+    test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_ATT_COUT", "1", "0", "ATT_COUT after 4-head flash-decoding blocks", 0);
+    unsetenv("LILAC_CUDA_FD_FG");
+    setenv("LILAC_CUDA_KV", "bf16", 1);
+    test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_ATT_COUT", "1", "0", "ATT_COUT on the bf16 cache", 0);
+    test_switch_same_bits("qwen3.6-35b-a3b-L4", 300, 8, "LILAC_CUDA_ATT_COUT", "1", "0", "ATT_COUT in a deterministic run (ignored)");
+    unsetenv("LILAC_CUDA_KV");
+}
+
 int main(int argc, char **argv) {
     int quick = argc > 1 && !strcmp(argv[1], "--quick");
     if (cuda_device_count() < 1) {
         printf("ok 1 # SKIP no CUDA device\n");
         return 0;
+    }
+    if (argc > 1 && !strcmp(argv[1], "--cout")) {
+        tests_att_cout();
+        printf("# %d tests, %d failed\n", g_n, g_fail);
+        return g_fail ? 1 : 0;
     }
     if (argc > 1 && !strcmp(argv[1], "--sk")) {
         tests_moe_sk();
@@ -854,6 +905,7 @@ int main(int argc, char **argv) {
     test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_GDN_ATOM", "2", "0", "the GDN fold's shares by four-float atomics", 0);
     test_switch_same_bits("qwen3.6-35b-a3b-L4", 300, 8, "LILAC_CUDA_GDN_ATOM", "1", "0", "GDN_ATOM in a deterministic run (ignored)");
     if (!getenv("GPU_TEST_NO_SK")) tests_moe_sk();
+    tests_att_cout();
     unsetenv("LILAC_CUDA_KV");
     /* 1200 positions: 33 splits of 4-head blocks vs 66 of 8-head blocks, every split non-empty */
     test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_FD_FG", "4", "8", "4-head flash-decoding blocks", 1);

@@ -34,6 +34,14 @@ struct gmat {
     const __half *d;
 };
 
+/* Splits of the flash-decoding kernel that hold positions for a context of n (attn_dec_args.minpos;
+ * here because k_lattn.cuh, in the lean kernels' translation unit, reads its partials too). */
+__host__ __device__ static inline int attn_fd_used(int nsplit, int minpos, int n) {
+    if (minpos <= 1) return nsplit;
+    int u = (n + minpos - 1) / minpos;
+    return u < nsplit ? u : nsplit;
+}
+
 struct qact {           /* quantized activation (shared memory) */
     const float *xf;
     const int8_t *xq;

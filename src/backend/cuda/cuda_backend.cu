@@ -162,6 +162,13 @@ struct cu_backend {
     float *gdn_xl, *gdn_rl;               /* gdn_atom: each GDN layer's residual [n_gdn][H] and raw router logits
                                            * [n_gdn][E + 1], zeros when its launch starts (zeroed at load, then by the
                                            * GDN launch before it, cyclically) */
+    int att_cout;                         /* the attention layers' combine + out-projection + router fold as one launch
+                                           * split by head, atomics into zeroed buffers (k_lattn.cuh, lean_attn_out):
+                                           * opt-in LILAC_CUDA_ATT_COUT=1, never with --deterministic; session 28,
+                                           * written without a device, not yet measured */
+    float *att_xl, *att_rl;               /* att_cout: each attention layer's residual [n_attn][H] and raw logits
+                                           * [n_attn][E + 1], zeros when its launch starts (zeroed at load, then by
+                                           * the attention launch before it, cyclically) */
     int moe_sk;                           /* the decode MoE as one launch split by K (k_lmoe_sk.cuh, lean_moe_sk): opt-in
                                            * LILAC_CUDA_MOE_SK=1, never with --deterministic; session 26, written
                                            * without a device, not yet measured. After load: 1 only where the
@@ -927,6 +934,27 @@ static void decode_pf_next(cu_backend *b, int l, float *xc, lean_pf *pf) {
     }
 }
 
+/* The atomic forms (GDN_ATOM's GDN layers, ATT_COUT's attention layers) add a layer's new residual and
+ * raw router logits into buffers of its own that are zeros when its launch starts. layer_zbuf: layer
+ * l's pair (0: l takes the ordered form). layer_znext: what l's launch zeroes, the pair of the next
+ * layer in the chain, cyclically (the last zeroes the first's for the next step); dead by then,
+ * since cu_init keeps at least three layers in the chain (a launch reads the previous one's). */
+static int layer_zbuf(cu_backend *b, int l, float **xl, float **rl) {
+    const qwen_hparams &hp = b->hp;
+    size_t H = hp.n_embd, E1 = hp.n_expert + 1;
+    const dlayer &L = b->L[l];
+    if (hp.is_attn[l] ? !b->att_cout : !b->gdn_atom) return 0;
+    *xl = hp.is_attn[l] ? b->att_xl + L.attn_idx * H : b->gdn_xl + L.gdn_idx * H;
+    *rl = hp.is_attn[l] ? b->att_rl + L.attn_idx * E1 : b->gdn_rl + L.gdn_idx * E1;
+    return 1;
+}
+static void layer_znext(cu_backend *b, int l, float **zx, float **zl) {
+    int N = b->hp.n_layer;
+    for (int k = 1; k <= N; k++)
+        if (layer_zbuf(b, (l + k) % N, zx, zl)) return;
+    LL_ASSERT(0); /* l itself is in the chain */
+}
+
 static void decode_step(cu_backend *b, cu_seq *s, int gen) {
     const qwen_hparams &hp = b->hp;
     b->ln_n = 0;
@@ -949,7 +977,18 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
         lean_fold fo;
         lean_fb afb = {}, afq = {}; /* attention layers: the router fold's rows in the out-projection, its x copy by the qkv projection */
         gdn_args g = {};
-        if (hp.is_attn[l] && L.fold_B && (b->gdn_fold & 2) && b->lean && !b->fuse && (H >> 3) % 32 == 0 && ATT_COMB_THREADS % (H >> 3) == 0 &&
+        /* att_cout (cu_init checked every attention layer): the layer writes x_new = x_old + W_o y into
+         * its own zeroed buffer and the raw logits into its own, by one launch after flash decoding */
+        int cout = 0;
+        float *xold = xc;
+        float *cx = NULL, *crl = NULL; /* cout: this layer's residual and logits */
+        if (hp.is_attn[l] && b->att_cout) {
+            layer_zbuf(b, l, &cx, &crl);
+            decode_layer_args(b, l, &pl, xc, cx);
+            pl.moe.logits = crl;
+            xc = cx;
+            fold = cout = 1;
+        } else if (hp.is_attn[l] && L.fold_B && (b->gdn_fold & 2) && b->lean && !b->fuse && (H >> 3) % 32 == 0 && ATT_COMB_THREADS % (H >> 3) == 0 &&
             lean_moe(&pl.moe, b->nsm, b->pdl, b->st, 0, NULL, NULL)) {
             /* attention layers (session 22): each out-projection block writes two raw logits,
              * W_r diag(g) x_old (before its wait) + B att (after its prologue), k_lgemv_fb<2>; x_old
@@ -977,17 +1016,12 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
                  hp.gdn_v_tiled};
             if (L.fold_B && (b->gdn_fold & 1) && b->lean && b->gdn_fuse == 1 && !b->fuse && lean_moe(&pl.moe, b->nsm, b->pdl, b->st, 0, NULL, NULL)) {
                 float *xn = xc == b->x ? b->x2 : b->x, *rl = b->rl;
-                if (b->gdn_atom) { /* this layer's own residual and logits (zeros), atomics into them */
-                    xn = b->gdn_xl + (size_t)L.gdn_idx * H;
-                    rl = b->gdn_rl + (size_t)L.gdn_idx * (E + 1);
-                }
+                if (b->gdn_atom) layer_zbuf(b, l, &xn, &rl); /* this layer's own residual and logits (zeros), atomics into them */
                 pk_layer pf;
                 decode_layer_args(b, l, &pf, xc, xn);
                 fo = {L.fold_B, L.router.q, hp.n_ff_shexp ? L.shgate.q : NULL, L.ffn_norm, E, xc, rl, NULL, NULL, b->gdn_atom};
-                if (b->gdn_atom) { /* ... and the next GDN layer's (cyclically: the first's for the next step) zeroed */
-                    int nx = (L.gdn_idx + 1) % b->n_gdn;
-                    fo.zx = b->gdn_xl + (size_t)nx * H;
-                    fo.zl = b->gdn_rl + (size_t)nx * (E + 1);
+                if (b->gdn_atom) { /* ... and the next atomic layer's (cyclically: the first's for the next step) zeroed */
+                    layer_znext(b, l, &fo.zx, &fo.zl);
                     pf.moe.logits = rl;
                 }
                 if (lean_gdn(&g, DK, &pf.out, b->gdn_part, b->gdn_atom ? NULL : b->gdn_cnt, 3, 0, b->st, NULL, 0, &fo)) {
@@ -1012,7 +1046,7 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
             }
             attn_dec_args da = {b->q, kc, vc, s->part_o, s->part_ml, b->qg, b->att, s->d_pos, NH, NKV, HD, s->n_ctx, s->CH};
             da.q8 = b->kv_q8; /* cu_init: q8 only with the flash-decoding kernel and HD 256 or 128 */
-            if (fold && !afb.B) { /* the combine computes the x_old term (with B as rows of the out-projection) */
+            if (fold && !afb.B && !cout) { /* the combine computes the x_old term (with B as rows of the out-projection) */
                 da.fwr = (const __nv_bfloat16 *)L.router.q;
                 da.fws = hp.n_ff_shexp ? (const __nv_bfloat16 *)L.shgate.q : NULL;
                 da.fg = L.ffn_norm;
@@ -1065,9 +1099,21 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
                 size_t smem = attn_decode_smem(NH / NKV, HD, s->CH);
                 k_attn_decode<<<dim3(NKV, s->max_splits), 256, smem, b->st>>>(da);
             }
+            da.tr = NULL;
+            if (cout) { /* combine + out-projection + fold (k_lattn.cuh); the partials as the combine reads them */
+                float *zx = NULL, *zl = NULL;
+                layer_znext(b, l, &zx, &zl);
+                lean_attn la = {s->part_o, s->part_ml, b->qg, s->d_pos, da.nsplit, da.minpos, da.xs, NH, HD, &L.wo, xold, cx,
+                                L.fold_B, L.router.q, hp.n_ff_shexp ? L.shgate.q : NULL, L.ffn_norm, E, crl, zx, zl};
+                prof_end(b, "attn.decode", (double)(s->pos + 1) * NKV * HD * 4, 0);
+                prof_begin(b);
+                int ok = lean_attn_out(&la, b->pdl, b->st, ln_slot(b, "attn.cout"), 1);
+                LL_ASSERT(ok); /* cu_init checked the shapes; a layer skipped would leave the next one's buffers dirty */
+                prof_end(b, "attn.cout", gmat_bytes(L.wo), 0);
+            }
             da.tr = b->fd_ns && fused ? ln_slot(b, "attn.combine") : NULL;
             if (!fold || afb.B) da.flraw = NULL;
-            { /* a head's dims over HD / nd blocks of nd x 16 threads (16 groups of splits): nd = comb_nd
+            if (!cout) { /* a head's dims over HD / nd blocks of nd x 16 threads (16 groups of splits): nd = comb_nd
                * (32: 128 blocks of 512 threads at HD 256, session 19), or 64 where 32 does not divide
                * HD or the router fold's rows (H / 8 threads each) do not divide the block */
                 int nd = HD % b->comb_nd == 0 && HD > b->comb_nd ? b->comb_nd : HD % 64 == 0 && HD > 64 ? 64 : HD;
@@ -1077,10 +1123,10 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
                     nt = ATT_COMB_THREADS;
                 }
                 launch_pdl(b, fold && !afb.B ? k_attn_combine<true> : k_attn_combine<false>, dim3(NH, HD / nd), dim3(nt), 0, da);
+                da.tr = NULL;
+                prof_end(b, "attn.decode", (double)(s->pos + 1) * NKV * HD * 4, 0);
+                launch_gemv(b, pl.out, "attn.out_gemv", &b->q2, 1, fold && afb.B ? &afb : NULL);
             }
-            da.tr = NULL;
-            prof_end(b, "attn.decode", (double)(s->pos + 1) * NKV * HD * 4, 0);
-            launch_gemv(b, pl.out, "attn.out_gemv", &b->q2, 1, fold && afb.B ? &afb : NULL);
         } else {
             if (!in_done) launch_gemv(b, pl.in, "gdn.in_gemv", &b->q1);
             if (b->lean && b->gdn_fuse && lean_gdn(&g, DK, &pl.out, b->gdn_part, b->gdn_cnt, 3, 0, b->st, NULL, 0, NULL)) {
@@ -2130,6 +2176,27 @@ static ll_status cu_init(cu_backend *b) {
         CU_TRY(cudaMemset(b->gdn_xl, 0, xb));
         CU_TRY(cudaMemset(b->gdn_rl, 0, rb));
     } else b->gdn_atom = 0;
+    if (b->att_cout) { /* every attention layer must take it (the buffers' zeros are chained, layer_znext), with
+                        * three layers in the chain at least (GDN layers too under gdn_atom); launch 0 reads
+                        * shapes and whether pointers are set: the partials' and position's stand-ins are b->x */
+        int ok = b->lean && !b->fuse && b->fd_ns && (b->gdn_fold & 2) && b->n_attn + (b->gdn_atom ? b->n_gdn : 0) >= 3;
+        for (int l = 0; l < hp.n_layer && ok; l++) {
+            if (!hp.is_attn[l]) continue;
+            const dlayer &L = b->L[l];
+            pk_layer pl;
+            decode_layer_args(b, l, &pl, b->x, b->x2);
+            lean_attn la = {b->x, b->x, b->qg, (const int *)b->x, b->fd_ns, b->fd_minpos, b->fd_xs, hp.n_head, hp.head_dim, &L.wo, b->x,
+                            b->x2, L.fold_B, L.router.q, hp.n_ff_shexp ? L.shgate.q : NULL, L.ffn_norm, hp.n_expert, b->rl, b->x, b->moe_w};
+            ok = L.fold_B && lean_attn_out(&la, 0, b->st, NULL, 0) && lean_moe(&pl.moe, b->nsm, b->pdl, b->st, 0, NULL, NULL);
+        }
+        if (ok) {
+            size_t xb = (size_t)b->n_attn * hp.n_embd * 4, rb = (size_t)b->n_attn * (hp.n_expert + 1) * 4;
+            LL_TRY(dev_alloc(b, (void **)&b->att_xl, xb));
+            LL_TRY(dev_alloc(b, (void **)&b->att_rl, rb));
+            CU_TRY(cudaMemset(b->att_xl, 0, xb));
+            CU_TRY(cudaMemset(b->att_rl, 0, rb));
+        } else b->att_cout = 0;
+    }
     if (b->moe_sk) { /* on only where the kernel takes this model's MoE (the first layer's shapes = every layer's) */
         pk_layer pl;
         decode_layer_args(b, 0, &pl, b->x, b->x);
@@ -2194,6 +2261,9 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
      * run (bench/results/2026-12-05-h200-s27/call1). Never in a deterministic run (other orders) */
     b->gdn_atom = b->moe_det ? 0 : getenv("LILAC_CUDA_GDN_ATOM") ? atoi(getenv("LILAC_CUDA_GDN_ATOM")) : 1;
     if (b->gdn_atom != 1 && b->gdn_atom != 2) b->gdn_atom = 0; /* 2: the x rows as four-float reductions */
+    /* session 28: the attention layers' combine + out-projection + fold as one launch, opt-in (not yet
+     * measured); never in a deterministic run (atomics) */
+    b->att_cout = getenv("LILAC_CUDA_ATT_COUT") && !b->moe_det ? atoi(getenv("LILAC_CUDA_ATT_COUT")) == 1 : 0;
     /* session 26: the decode MoE as one split-K launch, opt-in: correct but 22 % slower at 4K (bench/results/2026-12-07-h200-s26 call 2); never in a deterministic run */
     b->moe_sk = getenv("LILAC_CUDA_MOE_SK") && !b->moe_det ? atoi(getenv("LILAC_CUDA_MOE_SK")) == 1 : 0;
     b->sk_cap = getenv("LILAC_CUDA_MOE_SK_SMEM") ? (size_t)LL_MAX(0, atoi(getenv("LILAC_CUDA_MOE_SK_SMEM"))) * 1024 : 0;
@@ -2274,6 +2344,7 @@ extern "C" ll_status cuda_backend_info(ll_backend *be, cuda_info *out) {
     out->host_weight_bytes = (double)b->host_bytes;
     out->gdn_atom = b->gdn_atom;
     out->moe_sk = b->moe_sk;
+    out->att_cout = b->att_cout;
     return LL_OK;
 }
 

@@ -25,13 +25,6 @@
 
 #define ATT_MAX_G 16
 
-/* Splits of the flash-decoding kernel that hold positions for a context of n (attn_dec_args.minpos). */
-__host__ __device__ static inline int attn_fd_used(int nsplit, int minpos, int n) {
-    if (minpos <= 1) return nsplit;
-    int u = (n + minpos - 1) / minpos;
-    return u < nsplit ? u : nsplit;
-}
-
 /* Bytes of one cached K or V row of HD values (q8: codes, scales, padding to 16 bytes). */
 __host__ __device__ static inline int kv_row_bytes(int HD, int q8) { return q8 ? HD + ((HD / 16 + 15) & ~15) : 2 * HD; }
 

@@ -176,7 +176,6 @@ __host__ __device__ __forceinline__ void tk_sort8(uint32_t k[8], uint32_t p[8]) 
 }
 /* take: the head was chosen; the others move up and slot 7 empties (key 0 loses to every real key) */
 __host__ __device__ __forceinline__ void tk_pop8(uint32_t k[8], uint32_t p[8], bool take) {
-#pragma unroll
     for (int j = 0; j < 7; j++) {
         k[j] = take ? k[j + 1] : k[j];
         p[j] = take ? p[j + 1] : p[j];

@@ -21,6 +21,7 @@ namespace ln_impl {
 #include "k_fused.cuh"
 #include "k_lgdn.cuh"
 #include "k_lmoe_sk.cuh"
+#include "k_lattn.cuh"
 }
 using namespace ln_impl;
 
@@ -61,6 +62,7 @@ static int ln_dpair = 1;  /* k_lmoe_down: tiles of two passes (lean_init) */
 static int ln_head = 1;   /* the lm head through registers, k_lhead, where it applies (lean_init) */
 static size_t fz_dyn = 0; /* dynamic shared memory of a k_fused_moe block (lean_init; 0: off) */
 static int sk_ok = 0;     /* k_lmoe_sk's attributes set (lean_init) */
+static int la_ok = 0;     /* k_lattn_out's attributes set (lean_init) */
 #define LN_SMEM_LIMIT (220 * 1024) /* at most (<= 227 KB on sm_90) */
 
 cudaError_t lean_init(size_t smem_cap, int carveout, int pad, int npre, int pair, int dpair, int head) {
@@ -121,6 +123,9 @@ cudaError_t lean_init(size_t smem_cap, int carveout, int pad, int npre, int pair
         if (cudaFuncSetAttribute(sk[i], cudaFuncAttributeMaxDynamicSharedMemorySize, LN_SMEM_LIMIT) != cudaSuccess ||
             (carveout != 0 && cudaFuncSetAttribute(sk[i], cudaFuncAttributePreferredSharedMemoryCarveout, 100) != cudaSuccess))
             sk_ok = 0;
+    /* the attention combine + out-projection (k_lattn.cuh): its largest plan; refused: left off */
+    la_ok = cudaFuncSetAttribute(k_lattn_out, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)lattn_smem(LA_MAXR, LA_MAXNLR)) == cudaSuccess &&
+            (carveout == 0 || cudaFuncSetAttribute(k_lattn_out, cudaFuncAttributePreferredSharedMemoryCarveout, 100) == cudaSuccess);
     cudaGetLastError(); /* a refused attribute only leaves the fused kernel off */
     return cudaSuccess;
 }
@@ -524,6 +529,50 @@ int lean_gdn(const void *gdn, int dk, const void *out, float *part, unsigned *cn
         if (!cnt) { L.zx = fold->zx; L.zl = fold->zl; }
     }
     ln_launch(fold ? (cnt ? k_lgdn<true> : fold->atom == 2 ? k_lgdn<true, 2> : k_lgdn<true, 1>) : k_lgdn<false>, g.HV * P, LG_THREADS, (size_t)R * 80 + (fold ? (size_t)NLR * 2 * LG_D : 0) + qact_smem_bytes(LG_D), pdl, st, L);
+    return 1;
+}
+
+int lean_attn_out(const lean_attn *a, int pdl, cudaStream_t st, unsigned long long *tr, int launch) {
+    if (!la_ok || a->HD != LA_HD || a->NH < 1) return 0;
+    const gmat &W = *(const gmat *)a->wo;
+    int H = W.rows, NH = a->NH;
+    if (W.type != GT_Q4_K || W.cols != NH * LA_HD || H % 128 || H % (8 * NH)) return 0;
+    /* rows per block: about one block per SM over the heads (16 heads x 8 parts of 256 at H 2048) */
+    int R = H % 256 == 0 && H / 256 * NH >= 64 ? 256 : 128;
+    if (R > LA_MAXR || R > H) return 0;
+    int P = H / R, NL = a->E + (a->ws ? 1 : 0), NLR = (NL + P - 1) / P, tpr = H / NH / 8;
+    if (NLR > LA_MAXNLR || tpr < 1 || tpr > 32 || (tpr & (tpr - 1)) || a->nsplit < 1 || a->nsplit + a->xs > LA_MAXS) return 0;
+    if (!a->part_o || !a->part_ml || !a->qg || !a->pos || !a->xin || !a->x || !a->B || !a->wr || !a->g || !a->lraw || !a->zx || !a->zl ||
+        a->xin == a->x || a->zx == a->x || a->zl == a->lraw)
+        return 0;
+    if (!launch) return 1;
+    lattn_args L;
+    memset(&L, 0, sizeof(L));
+    L.part_o = a->part_o;
+    L.part_ml = a->part_ml;
+    L.qg = a->qg;
+    L.pos = a->pos;
+    L.nsplit = a->nsplit;
+    L.minpos = a->minpos;
+    L.xs = a->xs;
+    L.NH = NH;
+    L.W = W;
+    L.R = R;
+    L.xin = a->xin;
+    L.x = a->x;
+    L.Bm = (const __nv_bfloat16 *)a->B;
+    L.Wr = (const __nv_bfloat16 *)a->wr;
+    L.Ws = (const __nv_bfloat16 *)a->ws;
+    L.gf = a->g;
+    L.E = a->E;
+    L.NL = NL;
+    L.NLR = NLR;
+    L.tpr = tpr;
+    L.lraw = a->lraw;
+    L.zx = a->zx;
+    L.zl = a->zl;
+    L.tr = tr;
+    ln_launch(k_lattn_out, NH * P, LA_THREADS, lattn_smem(R, NLR), pdl, st, L);
     return 1;
 }
 

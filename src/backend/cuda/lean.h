@@ -124,6 +124,27 @@ struct lean_fold {
     int atom;
 };
 size_t lean_gdn_part_floats(int HV, int H, int NL);
+/* The attention layer's split combine + out-projection + router fold in one launch split by head
+ * (k_lattn.cuh; LILAC_CUDA_ATT_COUT=1). x and lraw are all zeros at entry and receive x_old + W_o y
+ * and W_r diag(g) x_new by fp32 atomics (the order varies: not for deterministic runs); the launch
+ * zeroes zx [H] and zl [NL], the next attention layer's. Returns 0 (nothing launched) outside head
+ * dim 256, Q4_K W_o, H / NH / 8 a power of two <= 32, nsplit + xs <= 1024; with launch 0 only says
+ * whether it would launch (for max_splits partials). */
+struct lean_attn {
+    const float *part_o, *part_ml; /* flash decoding's partials [splits][NH][HD], [splits][NH][2] */
+    const float *qg;               /* [NH][2 HD]: q, then the output gate's pre-activation */
+    const int *pos;
+    int nsplit, minpos, xs, NH, HD;
+    const void *wo;                /* gmat of W_o [H][NH HD] */
+    const float *xin;              /* [H] x_old */
+    float *x;                      /* [H] */
+    const void *B, *wr, *ws;       /* the fold (lean_fold's) */
+    const float *g;
+    int E;
+    float *lraw, *zx, *zl;
+};
+int lean_attn_out(const struct lean_attn *a, int pdl, cudaStream_t st, unsigned long long *tr, int launch);
+
 /* B[NL][K] (BF16, device) = (wr rows, then ws) diag(g) Wout for a BF16 router [E][H], optional BF16
  * shared gate [1][H] and an out-projection gmat (any type gmat_dequant16 reads) of H rows and K
  * columns; tmp: device scratch of (H * K + NL * H) floats. Synchronous on st. */

@@ -1,0 +1,222 @@
+/*
+ * k_lattn.cuh — decode: the attention layer's split combine and out-projection (with the MoE router
+ * folded in) as ONE launch split by head, adding into zeroed buffers by fp32 atomics
+ * (LILAC_CUDA_ATT_COUT=1; session 28, written without a device, not yet measured).
+ *
+ * Why: after flash decoding (k_attn_decode_fd) an attention layer runs the combine (k_attn_combine)
+ * and the out-projection (k_lgemv_fb<2>, the router's raw logits folded in). Session 27's trace at
+ * 4K (GDN_ATOM=1): flash decoding done -> combine done ~3 µs, then the out-projection's wait returns
+ * 2.2 µs later (its blocks enter only as flash decoding's leave: registers), its prologue takes 3.2
+ * and its tiles 4: ~12 µs per layer, x 10 layers. A GDN layer does the same work (step, gated norm,
+ * out-projection, fold) in one launch (k_lgdn<true, 1>) of ~5 µs after its wait. This kernel is that
+ * shape for attention:
+ *
+ *   grid NH x P blocks (P = H / R row parts), 512 threads; block (head h, part p):
+ *   before the wait: zero the NEXT attention layer's residual and logit buffers (zx, zl; dead until
+ *     that layer's launch, so the zeros are one layer ahead, as k_lgdn's atomic form does); request by
+ *     cp.async W_o's rows r0 .. r0 + R of super-block h (head h's 256 columns are exactly one Q4_K
+ *     super-block per row: 128 B of quants + 16 B of scales, no partial blocks) and B's head-h columns
+ *     of the part's NLR logit rows (B = W_r diag(g) W_o, precomputed at load); the x_old term of those
+ *     logit rows over head h's H / NH columns of x_old (la[]); head 0's blocks keep x_old of their
+ *     rows (xos[]); warps 0-1 read the output gate sigmoid(gate) of their 4 dims (the q/gate
+ *     projection is two kernels back, complete before this grid starts: flash decoding triggers
+ *     after its own wait, as k_attn_combine relies on).
+ *   after the wait: head h's merge of the ns partials (one L2 round trip: each thread loads LA_CB
+ *     float4 partials, 64 dim quads x 8 split groups; warp 0 turns the (max, sum) pairs into the
+ *     splits' weights meanwhile), y = merged * gate quantized to q8 exactly as the out-projection's
+ *     plain prologue quantizes those 256 dims (ln_quant_store4: the same codes and scales), then
+ *     logit rows: la + B_h y (fp32 y) by atomicAdd into lraw (16 heads' shares per row), and W_o's
+ *     rows: W_h y (Q4_K x q8 chunk dots, ln_dot_q4k) + x_old (head 0) by atomicAdd into x.
+ *
+ * The sums' order varies from run to run (atomics), as with GDN_ATOM: never in a deterministic run.
+ * Estimated (paper): ~9 µs less per attention layer if the blocks enter beside flash decoding,
+ * which needs FD_MINB_MMA=2 (flash decoding at 128 registers: 256 x 128 + 512 x 64 = 64K) — else
+ * they enter as flash decoding leaves, like the combine today, and only the out-projection's
+ * boundary and prologue go.
+ */
+#ifndef LILAC_K_LATTN_CUH
+#define LILAC_K_LATTN_CUH
+
+#include "k_lean.cuh"
+
+#define LA_HD 256      /* head dim the kernel is built for (one Q4_K super-block of W_o per row and head) */
+#define LA_THREADS 512
+#define LA_GROUPS 8    /* split groups of the merge (x 64 quads of 4 dims = 512 threads) */
+#ifndef LA_CB
+#define LA_CB 9        /* partials a thread loads at once: 72 splits in one round trip (66 + 1 on the H200) */
+#endif
+#define LA_MAXS 1024   /* splits at most (the weights' shared array) */
+#define LA_MAXR 512    /* rows per block at most */
+#define LA_MAXNLR 96   /* logit rows per part at most */
+
+struct lattn_args {
+    const float *part_o;  /* [splits][NH][LA_HD] flash decoding's unnormalised partials */
+    const float *part_ml; /* [splits][NH][2] their running maximum and sum */
+    const float *qg;      /* [NH][2 LA_HD] q, then the output gate's pre-activation */
+    const int *pos;       /* the current position: n = *pos + 1 keys */
+    int nsplit, minpos, xs; /* the partials: attn_fd_used(nsplit, minpos, n) + xs of them */
+    int NH;
+    gmat W;               /* W_o [H][NH * LA_HD], Q4_K */
+    int R;                /* rows per block (H = P R) */
+    const float *xin;     /* [H] x_old, the layer's input residual (not written here) */
+    float *x;             /* [H] zeros at entry; ends as x_old + W_o y */
+    /* the router fold: lraw [NL] zeros at entry, ends as W_r diag(gf) x (raw logits, no 1/rms) */
+    const __nv_bfloat16 *Bm; /* [NL][NH * LA_HD] */
+    const __nv_bfloat16 *Wr; /* [E][H] router rows */
+    const __nv_bfloat16 *Ws; /* [1][H] shared-expert gate row, NULL when NL == E */
+    const float *gf;      /* [H] ffn norm gain */
+    int E, NL, NLR;       /* router rows, logit rows, logit rows per part */
+    int tpr;              /* threads per logit row of the x_old term: H / NH / 8 (a power of two <= 32) */
+    float *lraw;
+    float *zx, *zl;       /* [H], [NL]: the next attention layer's x and lraw, zeroed here */
+    unsigned long long *tr;
+};
+
+/* dynamic shared memory: W slice (R x 144), B slice (NLR x 512), the merge's group sums [8][256], the
+ * splits' weights [LA_MAXS], then the q8 activation of 256 values */
+__host__ __device__ static inline size_t lattn_smem(int R, int NLR) {
+    return (size_t)R * 144 + (size_t)NLR * 2 * LA_HD + (size_t)LA_GROUPS * LA_HD * 4 + (size_t)LA_MAXS * 4 + qact_smem_bytes(LA_HD);
+}
+
+__global__ void __launch_bounds__(LA_THREADS, 2) k_lattn_out(const __grid_constant__ lattn_args L) {
+    extern __shared__ __align__(16) unsigned char sm[];
+    __shared__ float la[LA_MAXNLR];  /* x_old term of the part's logit rows over head h's columns */
+    __shared__ float xos[LA_MAXR];   /* head 0's blocks: x_old of the part's rows */
+    __shared__ float inv_den;        /* 1 / the splits' weighted sum */
+    ln_trace(L.tr, 0);
+    int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+    int P = gridDim.x / L.NH, h = blockIdx.x / P, part = blockIdx.x % P, R = L.R, r0 = part * R;
+    int H = L.W.rows, nb = L.W.cols >> 8;
+    unsigned char *tq = sm, *tm = sm + (size_t)R * 128, *tb = tm + (size_t)R * 16;
+    float *red = (float *)(tb + (size_t)L.NLR * 2 * LA_HD); /* [LA_GROUPS][LA_HD] */
+    float *wts = red + LA_GROUPS * LA_HD;                      /* [LA_MAXS] split weights, then (m, l) pairs */
+    float *xf, *dx, *s16;
+    int8_t *xq;
+    qact_carve((unsigned char *)(wts + LA_MAXS), LA_HD, &xf, &xq, &dx, &s16);
+
+    /* 1. the next attention layer's buffers: zeros (nobody reads or adds to them until its launch) */
+    for (int i = blockIdx.x * LA_THREADS + tid; i < H + L.NL; i += gridDim.x * LA_THREADS) {
+        if (i < H) L.zx[i] = 0.0f;
+        else L.zl[i - H] = 0.0f;
+    }
+    /* 2. W_o's rows r0 .. r0 + R, super-block h (8 x 16 B of quants, 16 B of scales per row), and B's
+     * head-h columns of the part's logit rows (zeros past NL) */
+    for (int i = tid; i < 8 * R; i += LA_THREADS)
+        cp_async16(tq + 16 * i, L.W.q + ((size_t)(r0 + (i >> 3)) * nb + h) * 128 + 16 * (i & 7), 16);
+    for (int i = tid; i < R; i += LA_THREADS) cp_async16(tm + 16 * i, L.W.sc + ((size_t)(r0 + i) * nb + h) * 16, 16);
+    for (int i = tid; i < 32 * L.NLR; i += LA_THREADS) {
+        int row = part * L.NLR + (i >> 5);
+        bool ok = row < L.NL;
+        cp_async16(tb + 16 * i, L.Bm + (ok ? (size_t)row * L.W.cols + h * LA_HD + 8 * (i & 31) : 0), ok ? 16 : 0);
+    }
+    cp_async_commit();
+    /* 3. the x_old term: thread (logit row lr, + 512 / tpr, ...; 8 columns c8 of head h's H / NH) */
+    {
+        int tpr = L.tpr, lr = tid / tpr, c8 = tid % tpr, col = h * 8 * tpr + 8 * c8;
+        float4 x0 = *(const float4 *)(L.xin + col), x1 = *(const float4 *)(L.xin + col + 4);
+        float4 g0 = *(const float4 *)(L.gf + col), g1 = *(const float4 *)(L.gf + col + 4);
+        float xg[8] = {x0.x * g0.x, x0.y * g0.y, x0.z * g0.z, x0.w * g0.w, x1.x * g1.x, x1.y * g1.y, x1.z * g1.z, x1.w * g1.w};
+        for (int q = 0; q * (LA_THREADS / tpr) < L.NLR; q++) { /* the same trip count in every thread */
+            int row = lr + q * (LA_THREADS / tpr), i = part * L.NLR + row;
+            float t = 0.0f;
+            if (row < L.NLR && i < L.NL) t = bf16x8_fma(*(const uint4 *)((i < L.E ? L.Wr + (size_t)i * H : L.Ws) + col), xg, t);
+            for (int o = 1; o < tpr; o <<= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+            if (c8 == 0 && row < L.NLR) la[row] = t;
+        }
+    }
+    if (h == 0)
+        for (int i = tid; i < R; i += LA_THREADS) xos[i] = L.xin[r0 + i];
+    float4 gt = make_float4(0.0f, 0.0f, 0.0f, 0.0f); /* warps 0-1: the gate of dims 4 tid .. 4 tid + 3 */
+    if (tid < LA_HD / 4) {
+        float4 gq = *(const float4 *)(L.qg + (size_t)h * 2 * LA_HD + LA_HD + 4 * tid);
+        gt = make_float4(sigmoid_f(gq.x), sigmoid_f(gq.y), sigmoid_f(gq.z), sigmoid_f(gq.w));
+    }
+    pdl_wait();
+    pdl_trigger();
+    ln_trace(L.tr, 1);
+
+    /* 4. the merge: thread (quad dq: dims 4 dq .. + 3, group g: splits g, g + 8, ..); its partials'
+     * loads first (one round trip), the (m, l) pairs into shared memory */
+    int n = *L.pos + 1, ns = attn_fd_used(L.nsplit, L.minpos, n) + L.xs;
+    int dq = tid & 63, g = tid >> 6;
+    float4 po[LA_CB];
+#pragma unroll
+    for (int k = 0; k < LA_CB; k++) {
+        int s = g + LA_GROUPS * k;
+        po[k] = s < ns ? __ldcg((const float4 *)(L.part_o + ((size_t)s * L.NH + h) * LA_HD + 4 * dq)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+    float2 *mls = (float2 *)red; /* the (m, l) pairs, in the group sums' space until step 5 */
+    for (int s = tid; s < ns; s += LA_THREADS) mls[s] = __ldcg((const float2 *)(L.part_ml + 2 * ((size_t)s * L.NH + h)));
+    __syncthreads();
+    if (w == 0) { /* the weights exp(m_s - M) / sum_s exp(m_s - M) l_s (empty splits: m = -inf, weight 0) */
+        float M = -INFINITY;
+        for (int s = lane; s < ns; s += 32) M = fmaxf(M, mls[s].x);
+        for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+        float den = 0.0f;
+        for (int s = lane; s < ns; s += 32) {
+            float2 t = mls[s];
+            float e = t.x == -INFINITY ? 0.0f : __expf(t.x - M);
+            wts[s] = e;
+            den = fmaf(e, t.y, den);
+        }
+        den = warp_sum(den);
+        if (lane == 0) inv_den = den > 0.0f ? 1.0f / den : 0.0f;
+    }
+    __syncthreads();
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+    for (int k = 0; k < LA_CB; k++) {
+        int s = g + LA_GROUPS * k;
+        float e = s < ns ? wts[s] : 0.0f;
+        acc.x = fmaf(e, po[k].x, acc.x); acc.y = fmaf(e, po[k].y, acc.y);
+        acc.z = fmaf(e, po[k].z, acc.z); acc.w = fmaf(e, po[k].w, acc.w);
+    }
+    for (int s = g + LA_GROUPS * LA_CB; s < ns; s += LA_GROUPS) { /* more splits than one round trip takes */
+        float e = wts[s];
+        float4 t = __ldcg((const float4 *)(L.part_o + ((size_t)s * L.NH + h) * LA_HD + 4 * dq));
+        acc.x = fmaf(e, t.x, acc.x); acc.y = fmaf(e, t.y, acc.y);
+        acc.z = fmaf(e, t.z, acc.z); acc.w = fmaf(e, t.w, acc.w);
+    }
+    /* (mls, in red's space, was read by warp 0 before the barrier above) */
+    *(float4 *)(red + g * LA_HD + 4 * dq) = acc;
+    __syncthreads();
+    /* 5. y = merged / den * gate, quantized by warps 0-1 (8 lanes a 32-dim group, as the plain
+     * prologue of the out-projection does) */
+    if (tid < LA_HD / 4) {
+        float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+        for (int k = 0; k < LA_GROUPS; k++) {
+            float4 t = *(const float4 *)(red + k * LA_HD + 4 * tid);
+            v.x += t.x; v.y += t.y; v.z += t.z; v.w += t.w;
+        }
+        float inv = inv_den;
+        v = make_float4(v.x * inv * gt.x, v.y * inv * gt.y, v.z * inv * gt.z, v.w * inv * gt.w);
+        ln_quant_store4(v, 4 * tid, lane, xf, xq, dx, s16);
+    }
+    cp_async_wait<0>(); /* this thread's copies; the barrier publishes everyone's */
+    __syncthreads();
+    ln_trace(L.tr, 3);
+    /* 6. logit rows: la + B_h y, a row per 32 threads (8 columns each), its share by atomicAdd */
+    for (int r = w; r < L.NLR; r += LA_THREADS / 32) {
+        float4 y0 = *(const float4 *)(xf + 8 * lane), y1 = *(const float4 *)(xf + 8 * lane + 4);
+        float yv[8] = {y0.x, y0.y, y0.z, y0.w, y1.x, y1.y, y1.z, y1.w};
+        float t = warp_sum(bf16x8_fma(*(const uint4 *)(tb + (size_t)r * 2 * LA_HD + 16 * lane), yv, 0.0f));
+        if (lane == 0 && part * L.NLR + r < L.NL) atomicAdd(L.lraw + part * L.NLR + r, la[r] + t);
+    }
+    ln_trace(L.tr, 41);
+    /* 7. W_o's rows: thread (row, chunk cc of the 4 in the super-block), the row's 4 chunks summed
+     * over 4 lanes; head 0 adds x_old */
+    qact Q = {xf, xq, dx, s16};
+    ln_act A;
+    int cc = tid & 3;
+    ln_act_q4k(Q, 0, cc, A);
+    for (int row = tid >> 2; row < R; row += LA_THREADS / 4) {
+        float v = ln_dot_q4k(tq + (size_t)row * 128 + 32 * cc, tm + (size_t)row * 16, cc, A);
+        v += __shfl_xor_sync(0xffffffffu, v, 1);
+        v += __shfl_xor_sync(0xffffffffu, v, 2);
+        if (cc == 0) atomicAdd(L.x + r0 + row, h == 0 ? v + xos[row] : v);
+    }
+    ln_trace(L.tr, 2);
+}
+
+#endif
