@@ -17,10 +17,10 @@ for what in "$@"; do
   case $what in
     probe) echo "== lab probe"; timeout 60 ./lab/probe 2>&1 | tee "$OUT/lab_probe.txt" ;;
     lab) for k in gemv moe gdn attn probe; do echo "== lab $k"; timeout 120 ./lab/$k 2>&1 | tee "$OUT/lab_$k.txt"; done ;;
-    test) echo "== gpu tests"; timeout 360 ./gpu_test 2>&1 | tee "$OUT/gpu_test.txt" ;;
+    test) echo "== gpu tests"; timeout 480 ./gpu_test 2>&1 | tee "$OUT/gpu_test.txt" ;;
     test-sk) echo "== gpu tests (split-K MoE alone)"; timeout 150 ./gpu_test --sk 2>&1 | tee "$OUT/gpu_test_sk.txt" ;;
     test-cout) echo "== gpu tests (the attention combine + out-projection, ATT_COUT)"; timeout 150 ./gpu_test --cout 2>&1 | tee "$OUT/gpu_test_cout.txt" ;;
-    test-nosk) echo "== gpu tests (without the split-K MoE's)"; GPU_TEST_NO_SK=1 timeout 360 ./gpu_test 2>&1 | tee "$OUT/gpu_test.txt" ;;
+    test-nosk) echo "== gpu tests (without the split-K MoE's)"; GPU_TEST_NO_SK=1 timeout 480 ./gpu_test 2>&1 | tee "$OUT/gpu_test.txt" ;;
     test-quick) echo "== gpu tests (quick)"; timeout 200 ./gpu_test --quick 2>&1 | tee "$OUT/gpu_test.txt" ;;
     bench-quick) echo "== bench quick"; timeout 300 ./lilac bench --synthetic qwen3.6-35b-a3b --backend cuda --quick -o "$OUT/bench_quick" 2>&1 | tee "$OUT/bench_quick.txt" ;;
     bench-full) echo "== bench full"; timeout 420 ./lilac bench --synthetic qwen3.6-35b-a3b --backend cuda -o "$OUT/bench_full" 2>&1 | tee "$OUT/bench_full.txt" ;;

@@ -2,10 +2,10 @@
 # Session 28's device calls, prepared (no device was lent in session 28). Builds every bundle the
 # three calls carry (~20 minutes here). From the repo root:
 #   bash bench/results/2026-12-05-h200-s28/prepare.sh
-#   .cuda-wt/c2.tar.xz     call 1 (../2026-12-05-h200-s27/call1/run.sh): lilac (HEAD) + gpu_test + fixtures
+#   .cuda-wt/c2.tar.xz     calls 1 and 3: lilac (HEAD) + gpu_test + fixtures
 #   .cuda-wt/e.tar.xz      call 2: lilac + the variants below (MIN=1)
 #   .cuda-wt/lean.cubin.xz call 2: nvdisasm of the lean kernels
-#   .cuda-wt/d.tar.xz      call 3: the in-graph trace builds (HEAD, LN_TOPK2, FD_MINB_MMA=2)
+#   .cuda-wt/d.tar.xz      call 4: the in-graph trace builds (HEAD, LN_TOPK2, FD_MINB_MMA=2)
 # Carry one bundle per call (the tracked tree is ~33 MB of the 64 MiB a call may carry).
 set -e
 cd "$(dirname "$0")/../../.."
@@ -22,9 +22,7 @@ dev/lean_variant.sh topk2 -DLN_TOPK2=1
 SRCS=cuda_backend.cu dev/lean_variant.sh fdm2 -DFD_MINB_MMA=2
 SRCS="lean.cu cuda_backend.cu" dev/lean_variant.sh both -DLN_TOPK2=1 -DFD_MINB_MMA=2
 dev/lean_variant.sh r48 -DLN_GU_REGS=48
-dev/lean_variant.sh r64 -DLN_GU_REGS=64
 dev/lean_variant.sh d48 -DLN_DOWN_REGS=48
-dev/lean_variant.sh d64 -DLN_DOWN_REGS=64
 dev/lean_variant.sh pfself -DLN_PFSELF
 dev/lean_variant.sh gd500 -DLN_GDN_DELAY=500
 dev/lean_variant.sh gd1500 -DLN_GDN_DELAY=1500

@@ -196,6 +196,7 @@ __global__ void __launch_bounds__(LA_THREADS, 2) k_lattn_out(const __grid_consta
     cp_async_wait<0>(); /* this thread's copies; the barrier publishes everyone's */
     __syncthreads();
     ln_trace(L.tr, 3);
+    ln_trace(L.tr, 4); /* no tiles of its own to wait for: the trace's columns stay readable */
     /* 6. logit rows: la + B_h y, a row per 32 threads (8 columns each), its share by atomicAdd */
     for (int r = w; r < L.NLR; r += LA_THREADS / 32) {
         float4 y0 = *(const float4 *)(xf + 8 * lane), y1 = *(const float4 *)(xf + 8 * lane + 4);
