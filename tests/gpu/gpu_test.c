@@ -851,6 +851,7 @@ static void tests_att_cout(void) {
     unsetenv("LILAC_CUDA_KV"); /* the default q8 cache first */
     test_att_cout_active("qwen3.6-35b-a3b-L4");
     test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_ATT_COUT", "1", "0", "the attention combine + out-projection as one launch", 0);
+    test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_ATT_COUT", "2", "0", "ATT_COUT with four-float reductions", 0);
     /* 1200 positions: every split non-empty; 4-head flash-decoding blocks: 33 splits, no appended-position block */
     test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_ATT_COUT", "1", "0", "ATT_COUT at 1200 positions", 0);
     setenv("LILAC_CUDA_FD_FG", "4", 1);

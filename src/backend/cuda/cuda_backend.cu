@@ -164,7 +164,8 @@ struct cu_backend {
                                            * GDN launch before it, cyclically) */
     int att_cout;                         /* the attention layers' combine + out-projection + router fold as one launch
                                            * split by head, atomics into zeroed buffers (k_lattn.cuh, lean_attn_out):
-                                           * opt-in LILAC_CUDA_ATT_COUT=1, never with --deterministic; session 28,
+                                           * opt-in LILAC_CUDA_ATT_COUT=1 (2: four-float reductions), never with
+                                           * --deterministic; session 28,
                                            * written without a device, not yet measured */
     float *att_xl, *att_rl;               /* att_cout: each attention layer's residual [n_attn][H] and raw logits
                                            * [n_attn][E + 1], zeros when its launch starts (zeroed at load, then by
@@ -1104,7 +1105,7 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
                 float *zx = NULL, *zl = NULL;
                 layer_znext(b, l, &zx, &zl);
                 lean_attn la = {s->part_o, s->part_ml, b->qg, s->d_pos, da.nsplit, da.minpos, da.xs, NH, HD, &L.wo, xold, cx,
-                                L.fold_B, L.router.q, hp.n_ff_shexp ? L.shgate.q : NULL, L.ffn_norm, E, crl, zx, zl};
+                                L.fold_B, L.router.q, hp.n_ff_shexp ? L.shgate.q : NULL, L.ffn_norm, E, crl, zx, zl, b->att_cout == 2};
                 prof_end(b, "attn.decode", (double)(s->pos + 1) * NKV * HD * 4, 0);
                 prof_begin(b);
                 int ok = lean_attn_out(&la, b->pdl, b->st, ln_slot(b, "attn.cout"), 1);
@@ -2263,7 +2264,8 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     if (b->gdn_atom != 1 && b->gdn_atom != 2) b->gdn_atom = 0; /* 2: the x rows as four-float reductions */
     /* session 28: the attention layers' combine + out-projection + fold as one launch, opt-in (not yet
      * measured); never in a deterministic run (atomics) */
-    b->att_cout = getenv("LILAC_CUDA_ATT_COUT") && !b->moe_det ? atoi(getenv("LILAC_CUDA_ATT_COUT")) == 1 : 0;
+    b->att_cout = getenv("LILAC_CUDA_ATT_COUT") && !b->moe_det ? atoi(getenv("LILAC_CUDA_ATT_COUT")) : 0;
+    if (b->att_cout != 1 && b->att_cout != 2) b->att_cout = 0; /* 2: x's rows as four-float reductions */
     /* session 26: the decode MoE as one split-K launch, opt-in: correct but 22 % slower at 4K (bench/results/2026-12-07-h200-s26 call 2); never in a deterministic run */
     b->moe_sk = getenv("LILAC_CUDA_MOE_SK") && !b->moe_det ? atoi(getenv("LILAC_CUDA_MOE_SK")) == 1 : 0;
     b->sk_cap = getenv("LILAC_CUDA_MOE_SK_SMEM") ? (size_t)LL_MAX(0, atoi(getenv("LILAC_CUDA_MOE_SK_SMEM"))) * 1024 : 0;

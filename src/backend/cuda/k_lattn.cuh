@@ -78,6 +78,8 @@ __host__ __device__ static inline size_t lattn_smem(int R, int NLR) {
     return (size_t)R * 144 + (size_t)NLR * 2 * LA_HD + (size_t)LA_GROUPS * LA_HD * 4 + (size_t)LA_MAXS * 4 + qact_smem_bytes(LA_HD);
 }
 
+/* V4 (LILAC_CUDA_ATT_COUT=2): x's rows four per red.global.add.v4.f32, a quarter of the operations */
+template <bool V4 = false>
 __global__ void __launch_bounds__(LA_THREADS, 2) k_lattn_out(const __grid_constant__ lattn_args L) {
     extern __shared__ __align__(16) unsigned char sm[];
     __shared__ float la[LA_MAXNLR];  /* x_old term of the part's logit rows over head h's columns */
@@ -215,7 +217,12 @@ __global__ void __launch_bounds__(LA_THREADS, 2) k_lattn_out(const __grid_consta
         float v = ln_dot_q4k(tq + (size_t)row * 128 + 32 * cc, tm + (size_t)row * 16, cc, A);
         v += __shfl_xor_sync(0xffffffffu, v, 1);
         v += __shfl_xor_sync(0xffffffffu, v, 2);
-        if (cc == 0) atomicAdd(L.x + r0 + row, h == 0 ? v + xos[row] : v);
+        if (h == 0) v += xos[row];
+        if constexpr (V4) { /* lanes 0, 4, 8, 12 (and 16, ..) hold rows row .. row + 3 (row % 4 == 0 at lanes 0, 16) */
+            float v1 = __shfl_down_sync(0xffffffffu, v, 4), v2 = __shfl_down_sync(0xffffffffu, v, 8), v3 = __shfl_down_sync(0xffffffffu, v, 12);
+            if ((lane & 15) == 0)
+                asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(L.x + r0 + row), "f"(v), "f"(v1), "f"(v2), "f"(v3) : "memory");
+        } else if (cc == 0) atomicAdd(L.x + r0 + row, v);
     }
     ln_trace(L.tr, 2);
 }

@@ -124,8 +124,13 @@ cudaError_t lean_init(size_t smem_cap, int carveout, int pad, int npre, int pair
             (carveout != 0 && cudaFuncSetAttribute(sk[i], cudaFuncAttributePreferredSharedMemoryCarveout, 100) != cudaSuccess))
             sk_ok = 0;
     /* the attention combine + out-projection (k_lattn.cuh): its largest plan; refused: left off */
-    la_ok = cudaFuncSetAttribute(k_lattn_out, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)lattn_smem(LA_MAXR, LA_MAXNLR)) == cudaSuccess &&
-            (carveout == 0 || cudaFuncSetAttribute(k_lattn_out, cudaFuncAttributePreferredSharedMemoryCarveout, 100) == cudaSuccess);
+    la_ok = 1;
+    for (int i = 0; i < 2; i++) {
+        const void *k = i ? (const void *)k_lattn_out<true> : (const void *)k_lattn_out<false>;
+        if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)lattn_smem(LA_MAXR, LA_MAXNLR)) != cudaSuccess ||
+            (carveout != 0 && cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, 100) != cudaSuccess))
+            la_ok = 0;
+    }
     cudaGetLastError(); /* a refused attribute only leaves the fused kernel off */
     return cudaSuccess;
 }
@@ -572,7 +577,7 @@ int lean_attn_out(const lean_attn *a, int pdl, cudaStream_t st, unsigned long lo
     L.zx = a->zx;
     L.zl = a->zl;
     L.tr = tr;
-    ln_launch(k_lattn_out, NH * P, LA_THREADS, lattn_smem(R, NLR), pdl, st, L);
+    ln_launch(a->v4 ? k_lattn_out<true> : k_lattn_out<false>, NH * P, LA_THREADS, lattn_smem(R, NLR), pdl, st, L);
     return 1;
 }
 

@@ -142,6 +142,7 @@ struct lean_attn {
     const float *g;
     int E;
     float *lraw, *zx, *zl;
+    int v4;                        /* x's rows four per red.global.add.v4.f32 (LILAC_CUDA_ATT_COUT=2) */
 };
 int lean_attn_out(const struct lean_attn *a, int pdl, cudaStream_t st, unsigned long long *tr, int launch);
 
