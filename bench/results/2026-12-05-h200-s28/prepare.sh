@@ -2,7 +2,7 @@
 # Session 28's device calls, prepared (no device was lent in session 28). Builds every bundle the
 # three calls carry (~20 minutes here). From the repo root:
 #   bash bench/results/2026-12-05-h200-s28/prepare.sh
-#   .cuda-wt/c2.tar.xz     calls 1 and 3: lilac (HEAD) + gpu_test + fixtures
+#   .cuda-wt/c2.tar.xz     calls 1 and 3: lilac (HEAD) + gpu_test + fixtures + lab lattn
 #   .cuda-wt/e.tar.xz      call 2: lilac + the variants below (MIN=1)
 #   .cuda-wt/lean.cubin.xz call 2: nvdisasm of the lean kernels
 #   .cuda-wt/d.tar.xz      call 4: the in-graph trace builds (HEAD, LN_TOPK2, FD_MINB_MMA=2)
@@ -15,7 +15,8 @@ tests/gpu/run.sh --help > /dev/null
 mkdir -p .cuda-wt
 rm -f build/lilac-* .cuda-wt/*.tar.xz .cuda-wt/lean.cubin*
 git rev-parse HEAD > .cuda-wt/HEAD.txt
-NOLAB=1 dev/gpu_bundle.sh
+make build/lab/lattn CUARCH="$A"
+LAB=lattn dev/gpu_bundle.sh
 mv .cuda-wt/b.tar.xz .cuda-wt/c2.tar.xz
 dev/lean_variant.sh head
 dev/lean_variant.sh topk2 -DLN_TOPK2=1
