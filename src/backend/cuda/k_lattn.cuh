@@ -12,8 +12,9 @@
  * shape for attention:
  *
  *   grid NH x P blocks (P = H / R row parts), 512 threads; block (head h, part p):
- *   before the wait: zero the NEXT attention layer's residual and logit buffers (zx, zl; dead until
- *     that layer's launch, so the zeros are one layer ahead, as k_lgdn's atomic form does); request by
+ *   before the wait: zero the residual and logit buffers of the NEXT layer in the chain of atomic
+ *     forms (zx, zl: a GDN layer's under GDN_ATOM or an attention layer's; dead until that layer's
+ *     launch, so the zeros are one layer ahead, as k_lgdn's atomic form does); request by
  *     cp.async W_o's rows r0 .. r0 + R of super-block h (head h's 256 columns are exactly one Q4_K
  *     super-block per row: 128 B of quants + 16 B of scales, no partial blocks) and B's head-h columns
  *     of the part's NLR logit rows (B = W_r diag(g) W_o, precomputed at load); the x_old term of those
@@ -68,7 +69,7 @@ struct lattn_args {
     int E, NL, NLR;       /* router rows, logit rows, logit rows per part */
     int tpr;              /* threads per logit row of the x_old term: H / NH / 8 (a power of two <= 32) */
     float *lraw;
-    float *zx, *zl;       /* [H], [NL]: the next attention layer's x and lraw, zeroed here */
+    float *zx, *zl;       /* [H], [NL]: the next chain layer's x and lraw (GDN or attention), zeroed here */
     unsigned long long *tr;
 };
 
@@ -96,7 +97,8 @@ __global__ void __launch_bounds__(LA_THREADS, 2) k_lattn_out(const __grid_consta
     int8_t *xq;
     qact_carve((unsigned char *)(wts + LA_MAXS), LA_HD, &xf, &xq, &dx, &s16);
 
-    /* 1. the next attention layer's buffers: zeros (nobody reads or adds to them until its launch) */
+    /* 1. the next chain layer's buffers (cuda_backend.cu layer_znext): zeros (nobody reads or adds to
+     * them until its launch) */
     for (int i = blockIdx.x * LA_THREADS + tid; i < H + L.NL; i += gridDim.x * LA_THREADS) {
         if (i < H) L.zx[i] = 0.0f;
         else L.zl[i - H] = 0.0f;
