@@ -24,17 +24,7 @@ namespace ln_impl {
 }
 using namespace ln_impl;
 
-static int n_test = 0, n_fail = 0;
-static void check(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void check(int ok, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s %d - ", ok ? "ok" : "not ok", ++n_test);
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    if (!ok) n_fail++;
-}
+#include "host_tap.h"
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 static uint32_t rnd(void) {

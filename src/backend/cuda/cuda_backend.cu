@@ -1992,6 +1992,16 @@ static ll_status fold_setup(cu_backend *b) {
     return LL_OK;
 }
 
+/* The zero chain's buffers of n layers (layer_zbuf): residuals [n][H] and raw logits [n][E + 1], zeros. */
+static ll_status chain_alloc(cu_backend *b, int n, float **xl, float **rl) {
+    size_t xb = (size_t)n * b->hp.n_embd * 4, rb = (size_t)n * (b->hp.n_expert + 1) * 4;
+    LL_TRY(dev_alloc(b, (void **)xl, xb));
+    LL_TRY(dev_alloc(b, (void **)rl, rb));
+    CU_TRY(cudaMemset(*xl, 0, xb));
+    CU_TRY(cudaMemset(*rl, 0, rb));
+    return LL_OK;
+}
+
 static ll_status cu_init(cu_backend *b) {
     const qwen_model *m = b->m;
     const qwen_hparams &hp = b->hp;
@@ -2171,11 +2181,7 @@ static ll_status cu_init(cu_backend *b) {
     /* three GDN layers at least: a launch zeroes the NEXT GDN layer's buffers while it reads the
      * previous one's residual (with two, those are the same buffer) */
     if (b->gdn_atom && b->lean && b->n_gdn >= 3) {
-        size_t xb = (size_t)b->n_gdn * hp.n_embd * 4, rb = (size_t)b->n_gdn * (hp.n_expert + 1) * 4;
-        LL_TRY(dev_alloc(b, (void **)&b->gdn_xl, xb));
-        LL_TRY(dev_alloc(b, (void **)&b->gdn_rl, rb));
-        CU_TRY(cudaMemset(b->gdn_xl, 0, xb));
-        CU_TRY(cudaMemset(b->gdn_rl, 0, rb));
+        LL_TRY(chain_alloc(b, b->n_gdn, &b->gdn_xl, &b->gdn_rl));
     } else b->gdn_atom = 0;
     if (b->att_cout) { /* every attention layer must take it (the buffers' zeros are chained, layer_znext), with
                         * three layers in the chain at least (GDN layers too under gdn_atom); launch 0 reads
@@ -2190,13 +2196,8 @@ static ll_status cu_init(cu_backend *b) {
                             b->x2, L.fold_B, L.router.q, hp.n_ff_shexp ? L.shgate.q : NULL, L.ffn_norm, hp.n_expert, b->rl, b->x, b->moe_w};
             ok = L.fold_B && lean_attn_out(&la, 0, b->st, NULL, 0) && lean_moe(&pl.moe, b->nsm, b->pdl, b->st, 0, NULL, NULL);
         }
-        if (ok) {
-            size_t xb = (size_t)b->n_attn * hp.n_embd * 4, rb = (size_t)b->n_attn * (hp.n_expert + 1) * 4;
-            LL_TRY(dev_alloc(b, (void **)&b->att_xl, xb));
-            LL_TRY(dev_alloc(b, (void **)&b->att_rl, rb));
-            CU_TRY(cudaMemset(b->att_xl, 0, xb));
-            CU_TRY(cudaMemset(b->att_rl, 0, rb));
-        } else b->att_cout = 0;
+        if (ok) LL_TRY(chain_alloc(b, b->n_attn, &b->att_xl, &b->att_rl));
+        else b->att_cout = 0;
     }
     if (b->moe_sk) { /* on only where the kernel takes this model's MoE (the first layer's shapes = every layer's) */
         pk_layer pl;
