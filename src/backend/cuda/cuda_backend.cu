@@ -1112,7 +1112,7 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
                 LL_ASSERT(ok); /* cu_init checked the shapes; a layer skipped would leave the next one's buffers dirty */
                 prof_end(b, "attn.cout", gmat_bytes(L.wo), 0);
             }
-            da.tr = b->fd_ns && fused ? ln_slot(b, "attn.combine") : NULL;
+            da.tr = !cout && b->fd_ns && fused ? ln_slot(b, "attn.combine") : NULL;
             if (!fold || afb.B) da.flraw = NULL;
             if (!cout) { /* a head's dims over HD / nd blocks of nd x 16 threads (16 groups of splits): nd = comb_nd
                * (32: 128 blocks of 512 threads at HD 256, session 19), or 64 where 32 does not divide
