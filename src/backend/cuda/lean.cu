@@ -264,7 +264,39 @@ static int ln_moe_geom(const moe_args &m, int *pTH, int *pR, size_t *pdstage) {
     return 1;
 }
 
-int lean_moe(const void *args, int nsm, int pdl, cudaStream_t st, int which, unsigned long long *tr, float *wraw, const lean_pf *pf) {
+/* The tile-packed gate/up (lmoe_args.gup): stage bytes per TH-row tile; 0 where the lean MoE does
+ * not apply. shared: the shared expert's FS rows instead of the routed E * FF. */
+size_t lean_gu_pack_bytes(const void *args, int shared) {
+    const moe_args &m = *(const moe_args *)args;
+    int TH, R;
+    size_t dstage;
+    if (!ln_moe_geom(m, &TH, &R, &dstage)) return 0;
+    size_t rows = shared ? (size_t)m.FS : (size_t)m.E * m.FF;
+    return rows / TH * (2 * (size_t)TH * (m.H >> 8) * 144);
+}
+
+int lean_gu_pack(const void *args, unsigned char *gup, unsigned char *sgup, cudaStream_t st) {
+    const moe_args &m = *(const moe_args *)args;
+    int TH, R;
+    size_t dstage;
+    if (!ln_moe_geom(m, &TH, &R, &dstage)) return 0;
+    size_t nb = (size_t)(m.H >> 8), q = (size_t)TH * nb * 128, sc = (size_t)TH * nb * 16, stage = 2 * (q + sc);
+    for (int s = 0; s < 2; s++) {
+        const gmat &g = s ? m.sgate : m.gate, &u = s ? m.sup : m.up;
+        unsigned char *dst = s ? sgup : gup;
+        size_t tiles = (s ? (size_t)m.FS : (size_t)m.E * m.FF) / TH;
+        if (!dst || !tiles) continue;
+        /* four strided copies: every tile's piece of each plane into its place in the tile's stage */
+        const unsigned char *src[4] = {g.q, g.sc, u.q, u.sc};
+        size_t w[4] = {q, sc, q, sc}, off[4] = {0, q, q + sc, 2 * q + sc};
+        for (int i = 0; i < 4; i++)
+            if (cudaMemcpy2DAsync(dst + off[i], stage, src[i], w[i], w[i], tiles, cudaMemcpyDeviceToDevice, st) != cudaSuccess) return 0;
+    }
+    return 1;
+}
+
+int lean_moe(const void *args, int nsm, int pdl, cudaStream_t st, int which, unsigned long long *tr, float *wraw, const lean_pf *pf,
+             const unsigned char *gup, const unsigned char *sgup) {
     const moe_args &m = *(const moe_args *)args;
     int TH, R, H = m.H, WT = m.down.type;
     size_t dstage;
@@ -276,6 +308,8 @@ int lean_moe(const void *args, int nsm, int pdl, cudaStream_t st, int which, uns
         L.m = m;
         L.tr = tr;
         L.wraw = wraw;
+        L.gup = gup;
+        L.sgup = sgup;
         int T = m.FS / TH + m.k * (m.FF / TH), G = ln_min(T, nsm * LN_BPS), mine = (T + G - 1) / G;
         L.stage = 2 * TH * (H >> 8) * 144;
         L.nst = ln_min(ln_min(LN_MAX_ST, mine), (int)((ln_cap - qx) / L.stage));

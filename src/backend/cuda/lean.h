@@ -67,7 +67,14 @@ struct lean_pf {
     int n, when;
 };
 int lean_moe(const void *moe_args, int nsm, int pdl, cudaStream_t st, int which, unsigned long long *tr, float *wraw,
-             const lean_pf *pf = NULL);
+             const lean_pf *pf = NULL, const unsigned char *gup = NULL, const unsigned char *sgup = NULL);
+/* gup / sgup: NULL, or the routed / shared gate+up weights tile-packed by lean_gu_pack (LILAC_CUDA_GU_PACK,
+ * session 29, opt-in): each gate/up ring stage is then one bulk copy instead of four. The packed
+ * copies are extra memory (the planes stay: prefill and the other kernels read them):
+ * lean_gu_pack_bytes(moe_args, shared) bytes each, 0 where the lean MoE does not apply. lean_gu_pack
+ * fills them from moe_args' gate / up (and sgate / sup) planes on stream st; 0 on failure. */
+size_t lean_gu_pack_bytes(const void *moe_args, int shared);
+int lean_gu_pack(const void *moe_args, unsigned char *gup, unsigned char *sgup, cudaStream_t st);
 /* wraw: NULL, or the router is folded into lean_gdn (lean_fold): moe_args.logits are raw and its x
  * is the previous kernel's output; wraw is device [k + 1] floats for the routing weights that
  * gate/up hands to down. */
