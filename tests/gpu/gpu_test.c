@@ -425,26 +425,29 @@ static void test_switch_same_bits(const char *preset, int P, int D, const char *
     qwen_model_free_synthetic(m);
 }
 
-/* LILAC_CUDA_GU_PACK=1 (session 29, opt-in): the gate/up weights tile-packed at load, one bulk copy
- * per ring stage. It takes effect on the real dimensions (so the same-bits test below compares two
- * paths), and it moves no bit: the same bytes land in the same stage layout. A tile packed from the
- * wrong rows, planes or expert would change the logits. */
-static void tests_gu_pack(void) {
+/* LILAC_CUDA_MOE_PACK (session 29, opt-in): the MoE weights tile-packed at load, one bulk copy per
+ * gate/up stage and per down slot. It takes effect on the real dimensions (so the same-bits tests
+ * compare two paths) and moves no bit: the same bytes land in the same stage layout. A tile packed
+ * from the wrong rows, planes or expert would change the logits. The preset's layers 0-1 have Q4_K
+ * downs, 2-3 Q6_K (synth_more_bits): both slot layouts. Alone: `gpu_test --pack`. */
+static void tests_moe_pack(void) {
     const char *preset = "qwen3.6-35b-a3b-L4";
     qwen_model *m = NULL;
     if (qwen_model_synthetic(preset, 21, &m) != LL_OK) { check(0, "synthetic: %s", ll_errmsg()); return; }
     int on[2] = {-1, -1};
     for (int k = 0; k < 2; k++) {
-        setenv("LILAC_CUDA_GU_PACK", k ? "0" : "1", 1);
+        if (!k) setenv("LILAC_CUDA_MOE_PACK", "3", 1);
         ll_backend *be = mk_backend(m, 64);
         cuda_info ci;
-        if (be && cuda_backend_info(be, &ci) == LL_OK) on[k] = ci.gu_pack;
+        if (be && cuda_backend_info(be, &ci) == LL_OK) on[k] = ci.moe_pack;
         if (be) ll_backend_free(be);
+        unsetenv("LILAC_CUDA_MOE_PACK");
     }
-    unsetenv("LILAC_CUDA_GU_PACK");
-    check(on[0] == 1 && on[1] == 0, "%s: LILAC_CUDA_GU_PACK=1 is on (%d) and off by default (%d)", preset, on[0], on[1]);
+    check(on[0] == 3 && on[1] == 0, "%s: LILAC_CUDA_MOE_PACK=3 is on (%d) and off by default (%d)", preset, on[0], on[1]);
     qwen_model_free_synthetic(m);
-    test_switch_same_bits(preset, 300, 8, "LILAC_CUDA_GU_PACK", "1", "0", "the tile-packed gate/up");
+    test_switch_same_bits(preset, 300, 8, "LILAC_CUDA_MOE_PACK", "1", "0", "the tile-packed gate/up");
+    test_switch_same_bits(preset, 300, 8, "LILAC_CUDA_MOE_PACK", "2", "0", "the tile-packed down");
+    test_switch_same_bits(preset, 300, 8, "LILAC_CUDA_MOE_PACK", "3", "0", "the tile-packed gate/up and down");
 }
 
 /* The persistent decode kernel (k_persist.cuh, the default) against the per-kernel decode
@@ -897,7 +900,7 @@ int main(int argc, char **argv) {
         return g_fail ? 1 : 0;
     }
     if (argc > 1 && !strcmp(argv[1], "--pack")) {
-        tests_gu_pack();
+        tests_moe_pack();
         printf("# %d tests, %d failed\n", g_n, g_fail);
         return g_fail ? 1 : 0;
     }
@@ -935,7 +938,7 @@ int main(int argc, char **argv) {
     if (!getenv("GPU_TEST_NO_SK")) tests_moe_sk();
     tests_att_cout();
     unsetenv("LILAC_CUDA_KV");
-    tests_gu_pack();
+    tests_moe_pack();
     /* 1200 positions: 33 splits of 4-head blocks vs 66 of 8-head blocks, every split non-empty */
     test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_FD_FG", "4", "8", "4-head flash-decoding blocks", 1);
     test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_FD_MMA", "1", "0", "the tensor-core flash-decoding loop (q8 cache)", 1);

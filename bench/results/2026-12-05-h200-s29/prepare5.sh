@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 29: the bundle of call 5 (the tile-packed gate/up, LILAC_CUDA_GU_PACK): lilac and gpu_test
+# Session 29: the bundle of call 5 (the tile-packed gate/up, LILAC_CUDA_MOE_PACK): lilac and gpu_test
 # at HEAD, lilac-both (-DLN_TOPK2=1 -DFD_MINB_MMA=2) at HEAD; no fixtures (the pack tests are
 # synthetic). From the repo root, after make -j2 CUARCH=... and tests/gpu/run.sh --help:
 #   bash bench/results/2026-12-05-h200-s29/prepare5.sh   -> .cuda-wt/p.tar.xz

@@ -76,7 +76,7 @@ struct dlayer {
     gmat sgate, sup, sdown;
     int gdn_idx, attn_idx;                        /* index among GDN / attention layers */
     __nv_bfloat16 *fold_B;                        /* GDN layers with the router fold: [E + 1][HV * DV] W_r diag(g_ffn) W_out */
-    unsigned char *gup, *sgup;                    /* gu_pack: egate+eup / sgate+sup tile-packed (lean_gu_pack), else NULL */
+    lean_pack_t pack;                             /* moe_pack: the MoE weights tile-packed (lean_pack), NULLs otherwise */
 };
 
 #define PROF_MAX 2048 /* kernels recorded per profiled step (a 40-layer prefill chunk launches ~1,000) */
@@ -163,9 +163,10 @@ struct cu_backend {
     float *gdn_xl, *gdn_rl;               /* gdn_atom: each GDN layer's residual [n_gdn][H] and raw router logits
                                            * [n_gdn][E + 1], zeros when its launch starts (zeroed at load, then by the
                                            * GDN launch before it, cyclically) */
-    int gu_pack;                          /* the MoE gate/up weights also tile-packed, one bulk copy per gate/up stage
-                                           * (lean_gu_pack): opt-in LILAC_CUDA_GU_PACK=1 (session 29; extra memory:
-                                           * the planes stay for prefill); same arithmetic, same bits */
+    int moe_pack;                         /* the MoE weights also tile-packed, one bulk copy per stage (gate/up) or
+                                           * slot (down) instead of one per plane (lean_pack): opt-in
+                                           * LILAC_CUDA_MOE_PACK, a mask: 1 gate/up, 2 the down (session 29; extra
+                                           * memory: the planes stay for prefill); same arithmetic, same bits */
     int att_cout;                         /* the attention layers' combine + out-projection + router fold as one launch
                                            * split by head, atomics into zeroed buffers (k_lattn.cuh, lean_attn_out):
                                            * opt-in LILAC_CUDA_ATT_COUT=1 (2: four-float reductions), never with
@@ -1192,7 +1193,7 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
         }
         if (lean_moe_ok) {
             prof_begin(b);
-            lean_moe(&ma, b->nsm, b->pdl, b->st, 1, ln_slot(b, "moe.gateup"), fold ? b->moe_w : NULL, NULL, L.gup, L.sgup);
+            lean_moe(&ma, b->nsm, b->pdl, b->st, 1, ln_slot(b, "moe.gateup"), fold ? b->moe_w : NULL, NULL, &L.pack);
             prof_end(b, "moe.gateup", b->moe_gu_bytes, 2 * b->moe_gu_bytes);
             prof_begin(b);
             /* the next layer's input projection into L2 while the down and that projection's
@@ -1202,7 +1203,7 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
                 decode_pf_next(b, l, xc, &pf);
                 pf.when = b->pfnext;
             }
-            lean_moe(&ma, b->nsm, b->pdl, b->st, 2, ln_slot(b, "moe.down"), fold ? b->moe_w : NULL, &pf);
+            lean_moe(&ma, b->nsm, b->pdl, b->st, 2, ln_slot(b, "moe.down"), fold ? b->moe_w : NULL, &pf, &L.pack);
             prof_end(b, "moe.down", b->moe_d_bytes, 2 * b->moe_d_bytes);
         } else if (b->qmode && moe_tma_launch(b, ma, kf)) {
         } else if (b->qmode && nu_gu <= RR_NU_MAX && nu_d == 1 && rounds <= MOE_DOWN_IT && L.egate.type == L.eup.type) {
@@ -2203,21 +2204,23 @@ static ll_status cu_init(cu_backend *b) {
         if (ok) LL_TRY(chain_alloc(b, b->n_attn, &b->att_xl, &b->att_rl));
         else b->att_cout = 0;
     }
-    if (b->gu_pack && b->lean) { /* the packed copies where the lean MoE applies (a layer without keeps NULL) */
+    if (b->moe_pack && b->lean) { /* the packed copies where the lean MoE applies (a layer without keeps NULLs) */
         int packed = 0;
         for (int l = 0; l < hp.n_layer; l++) {
             dlayer &L = b->L[l];
             pk_layer pl;
             decode_layer_args(b, l, &pl, b->x, b->x2);
-            size_t nr = lean_gu_pack_bytes(&pl.moe, 0), ns = hp.n_ff_shexp ? lean_gu_pack_bytes(&pl.moe, 1) : 0;
-            if (!nr) continue;
-            LL_TRY(dev_alloc(b, (void **)&L.gup, nr));
-            if (ns) LL_TRY(dev_alloc(b, (void **)&L.sgup, ns));
-            if (!lean_gu_pack(&pl.moe, L.gup, L.sgup, b->st)) return ll_err(LL_ERR_DEVICE, "cuda: layer %d: packing gate/up failed", l);
+            if (!lean_pack_bytes(&pl.moe, 0)) continue;
+            void **dst[4] = {&L.pack.gu, &L.pack.sgu, &L.pack.dn, &L.pack.sdn};
+            for (int w = 0; w < 4; w++) {
+                size_t n = lean_pack_bytes(&pl.moe, w);
+                if (n && (b->moe_pack & (w < 2 ? 1 : 2))) LL_TRY(dev_alloc(b, dst[w], n));
+            }
+            if (!lean_pack(&pl.moe, &L.pack, b->st)) return ll_err(LL_ERR_DEVICE, "cuda: layer %d: packing the MoE weights failed", l);
             packed++;
         }
         CU_TRY(cudaStreamSynchronize(b->st));
-        b->gu_pack = packed > 0;
+        if (!packed) b->moe_pack = 0;
     }
     if (b->moe_sk) { /* on only where the kernel takes this model's MoE (the first layer's shapes = every layer's) */
         pk_layer pl;
@@ -2285,7 +2288,7 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     if (b->gdn_atom != 1 && b->gdn_atom != 2) b->gdn_atom = 0; /* 2: the x rows as four-float reductions */
     /* session 28: the attention layers' combine + out-projection + fold as one launch, opt-in (not yet
      * measured); never in a deterministic run (atomics) */
-    b->gu_pack = getenv("LILAC_CUDA_GU_PACK") && atoi(getenv("LILAC_CUDA_GU_PACK"));
+    b->moe_pack = getenv("LILAC_CUDA_MOE_PACK") ? atoi(getenv("LILAC_CUDA_MOE_PACK")) & 3 : 0;
     b->att_cout = getenv("LILAC_CUDA_ATT_COUT") && !b->moe_det ? atoi(getenv("LILAC_CUDA_ATT_COUT")) : 0;
     if (b->att_cout != 1 && b->att_cout != 2) b->att_cout = 0; /* 2: x's rows as four-float reductions */
     /* session 26: the decode MoE as one split-K launch, opt-in: correct but 22 % slower at 4K (bench/results/2026-12-07-h200-s26 call 2); never in a deterministic run */
@@ -2369,7 +2372,7 @@ extern "C" ll_status cuda_backend_info(ll_backend *be, cuda_info *out) {
     out->gdn_atom = b->gdn_atom;
     out->moe_sk = b->moe_sk;
     out->att_cout = b->att_cout;
-    out->gu_pack = b->gu_pack;
+    out->moe_pack = b->moe_pack;
     return LL_OK;
 }
 

@@ -27,7 +27,7 @@ typedef struct cuda_info {
     int gdn_atom;                 /* 1, 2: the GDN fold's shares go by fp32 atomics (LILAC_CUDA_GDN_ATOM, not in deterministic runs) */
     int moe_sk;                   /* 1: the decode MoE is one split-K launch (LILAC_CUDA_MOE_SK=1, not in deterministic runs) */
     int att_cout;                 /* 1: the attention combine + out-projection + fold are one launch (LILAC_CUDA_ATT_COUT=1, not in deterministic runs) */
-    int gu_pack;                  /* 1: the gate/up weights are also tile-packed, one bulk copy per stage (LILAC_CUDA_GU_PACK=1) */
+    int moe_pack;                 /* the MoE weights also tile-packed (LILAC_CUDA_MOE_PACK: 1 gate/up, 2 the down, 3 both) */
 } cuda_info;
 
 typedef struct cuda_kernel_time {

@@ -909,7 +909,7 @@ struct lmoe_args {
                   * prologue comes after the wait; block 0 writes the routing weights (k, then the
                   * shared expert's gate) here for k_lmoe_down */
     unsigned long long *tr;
-    /* NULL, or the gate/up weights tile-packed (LILAC_CUDA_GU_PACK, lean_gu_pack): tile t (rows
+    /* NULL, or the gate/up weights tile-packed (LILAC_CUDA_MOE_PACK & 1, lean_pack): tile t (rows
      * t*TH .. t*TH + TH of the routed [E*FF] rows, resp. of the shared expert's FS) is `stage`
      * contiguous bytes at gup + t * stage laid out as a ring stage (gate qs | gate scales | up qs |
      * up scales), so a stage is ONE bulk copy instead of four (each ~150-290 ns of issue on the
@@ -1078,6 +1078,10 @@ struct lmoe_down_args {
     const unsigned char *pfp[8];
     unsigned long long pfb[8];
     int pfn, pfwhen;
+    /* NULL, or the routed / shared down tile-packed (lean_pack): the TR rows r0 .. r0 + TR of a
+     * matrix are `stage / nslot` contiguous bytes at (r0 / TR) * that, in a slot's layout: one bulk
+     * copy per slot instead of one per plane */
+    const unsigned char *dnp, *sdnp;
 };
 
 #ifdef LN_PFLSU
@@ -1130,7 +1134,10 @@ __global__ void __launch_bounds__(LN_DOWN_THREADS, LN_DOWN_MINB) k_lmoe_down(con
         uint64_t *b = &bar[i % NST];
         mbar_expect_tx(b, (uint32_t)(nslot * mat));
         for (int s = 0; s < nslot; s++) {
-            if (s < a.k) ln_copy_rows(a.down, (long)ids[s] * a.H + r0, TR, TR, dst + s * mat, b, false);
+            const unsigned char *pk = s < a.k ? L.dnp : L.sdnp;
+            long row = s < a.k ? (long)ids[s] * a.H + r0 : r0;
+            if (pk) ln_g2s(dst + s * mat, pk + (size_t)(row / TR) * mat, (uint32_t)mat, b);
+            else if (s < a.k) ln_copy_rows(a.down, row, TR, TR, dst + s * mat, b, false);
             else ln_copy_rows(a.sdown, r0, TR, TR, dst + s * mat, b, false);
         }
     };

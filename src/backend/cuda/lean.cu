@@ -264,39 +264,80 @@ static int ln_moe_geom(const moe_args &m, int *pTH, int *pR, size_t *pdstage) {
     return 1;
 }
 
-/* The tile-packed gate/up (lmoe_args.gup): stage bytes per TH-row tile; 0 where the lean MoE does
- * not apply. shared: the shared expert's FS rows instead of the routed E * FF. */
-size_t lean_gu_pack_bytes(const void *args, int shared) {
-    const moe_args &m = *(const moe_args *)args;
-    int TH, R;
-    size_t dstage;
-    if (!ln_moe_geom(m, &TH, &R, &dstage)) return 0;
-    size_t rows = shared ? (size_t)m.FS : (size_t)m.E * m.FF;
-    return rows / TH * (2 * (size_t)TH * (m.H >> 8) * 144);
+/* The down's rows per tile (pr * R: two passes where the tile still fits next to the activation and
+ * the rows split evenly) and its stage bytes. */
+static int ln_down_tr(const moe_args &m, int R, size_t dstage, int *ppr, size_t *pstage) {
+    size_t qh = qact_smem_bytes(m.k * m.FF + m.FS);
+    int pr = ln_dpair && m.H % (2 * R) == 0 && qh + 2 * dstage <= ln_cap ? 2 : 1;
+    if (ppr) *ppr = pr;
+    if (pstage) *pstage = dstage * pr;
+    return pr * R;
 }
 
-int lean_gu_pack(const void *args, unsigned char *gup, unsigned char *sgup, cudaStream_t st) {
-    const moe_args &m = *(const moe_args *)args;
-    int TH, R;
-    size_t dstage;
-    if (!ln_moe_geom(m, &TH, &R, &dstage)) return 0;
-    size_t nb = (size_t)(m.H >> 8), q = (size_t)TH * nb * 128, sc = (size_t)TH * nb * 16, stage = 2 * (q + sc);
-    for (int s = 0; s < 2; s++) {
-        const gmat &g = s ? m.sgate : m.gate, &u = s ? m.sup : m.up;
-        unsigned char *dst = s ? sgup : gup;
-        size_t tiles = (s ? (size_t)m.FS : (size_t)m.E * m.FF) / TH;
-        if (!dst || !tiles) continue;
-        /* four strided copies: every tile's piece of each plane into its place in the tile's stage */
-        const unsigned char *src[4] = {g.q, g.sc, u.q, u.sc};
-        size_t w[4] = {q, sc, q, sc}, off[4] = {0, q, q + sc, 2 * q + sc};
-        for (int i = 0; i < 4; i++)
-            if (cudaMemcpy2DAsync(dst + off[i], stage, src[i], w[i], w[i], tiles, cudaMemcpyDeviceToDevice, st) != cudaSuccess) return 0;
+/* Planes of TR rows of W as one tile, in ln_copy_rows' shared-memory layout: offsets and widths. */
+static int ln_tile_planes(const gmat &W, int TR, const unsigned char *src[4], size_t w[4], size_t off[4]) {
+    size_t nb = (size_t)(W.cols >> 8), n = (size_t)TR * nb;
+    if (W.type == GT_Q4_K) {
+        src[0] = W.q; w[0] = n * 128; off[0] = 0;
+        src[1] = W.sc; w[1] = n * 16; off[1] = n * 128;
+        return 2;
     }
+    if (W.type == GT_Q6_K) {
+        src[0] = W.q; w[0] = n * 128; off[0] = 0;
+        src[1] = W.qh; w[1] = n * 64; off[1] = n * 128;
+        src[2] = W.sc; w[2] = n * 16; off[2] = n * 192;
+        src[3] = (const unsigned char *)W.d; w[3] = n * 2; off[3] = n * 208;
+        return 4;
+    }
+    return 0;
+}
+
+/* Copies every TR-row tile of W (rows / TR tiles) into dst + t * pitch + at, plane by plane. */
+static int ln_pack_mat(const gmat &W, int TR, unsigned char *dst, size_t pitch, size_t at, cudaStream_t st) {
+    const unsigned char *src[4];
+    size_t w[4], off[4];
+    int np = ln_tile_planes(W, TR, src, w, off);
+    if (!np || W.rows % TR) return 0;
+    for (int i = 0; i < np; i++)
+        if (cudaMemcpy2DAsync(dst + at + off[i], pitch, src[i], w[i], w[i], (size_t)(W.rows / TR), cudaMemcpyDeviceToDevice, st) != cudaSuccess)
+            return 0;
     return 1;
 }
 
+size_t lean_pack_bytes(const void *args, int which) {
+    const moe_args &m = *(const moe_args *)args;
+    int TH, R;
+    size_t dstage;
+    if (!ln_moe_geom(m, &TH, &R, &dstage)) return 0;
+    size_t gu = 2 * (size_t)TH * (m.H >> 8) * 144; /* a gate/up stage */
+    int TR = ln_down_tr(m, R, dstage, NULL, NULL);
+    size_t dn = (size_t)TR * ln_row_bytes(m.down.type, m.FF); /* one slot of a down stage */
+    switch (which) {
+    case 0: return (size_t)m.E * m.FF / TH * gu;
+    case 1: return (size_t)m.FS / TH * gu;
+    case 2: return (size_t)m.E * m.H / TR * dn;
+    default: return m.FS ? (size_t)m.H / TR * dn : 0;
+    }
+}
+
+int lean_pack(const void *args, const lean_pack_t *pk, cudaStream_t st) {
+    const moe_args &m = *(const moe_args *)args;
+    int TH, R;
+    size_t dstage;
+    if (!ln_moe_geom(m, &TH, &R, &dstage)) return 0;
+    size_t gu = 2 * (size_t)TH * (m.H >> 8) * 144;
+    int TR = ln_down_tr(m, R, dstage, NULL, NULL);
+    size_t dn = (size_t)TR * ln_row_bytes(m.down.type, m.FF);
+    int ok = 1;
+    if (pk->gu) ok &= ln_pack_mat(m.gate, TH, (unsigned char *)pk->gu, gu, 0, st) && ln_pack_mat(m.up, TH, (unsigned char *)pk->gu, gu, gu / 2, st);
+    if (pk->sgu) ok &= ln_pack_mat(m.sgate, TH, (unsigned char *)pk->sgu, gu, 0, st) && ln_pack_mat(m.sup, TH, (unsigned char *)pk->sgu, gu, gu / 2, st);
+    if (pk->dn) ok &= ln_pack_mat(m.down, TR, (unsigned char *)pk->dn, dn, 0, st);
+    if (pk->sdn) ok &= ln_pack_mat(m.sdown, TR, (unsigned char *)pk->sdn, dn, 0, st);
+    return ok;
+}
+
 int lean_moe(const void *args, int nsm, int pdl, cudaStream_t st, int which, unsigned long long *tr, float *wraw, const lean_pf *pf,
-             const unsigned char *gup, const unsigned char *sgup) {
+             const lean_pack_t *pk) {
     const moe_args &m = *(const moe_args *)args;
     int TH, R, H = m.H, WT = m.down.type;
     size_t dstage;
@@ -308,8 +349,8 @@ int lean_moe(const void *args, int nsm, int pdl, cudaStream_t st, int which, uns
         L.m = m;
         L.tr = tr;
         L.wraw = wraw;
-        L.gup = gup;
-        L.sgup = sgup;
+        L.gup = pk ? (const unsigned char *)pk->gu : NULL;
+        L.sgup = pk ? (const unsigned char *)pk->sgu : NULL;
         int T = m.FS / TH + m.k * (m.FF / TH), G = ln_min(T, nsm * LN_BPS), mine = (T + G - 1) / G;
         L.stage = 2 * TH * (H >> 8) * 144;
         L.nst = ln_min(ln_min(LN_MAX_ST, mine), (int)((ln_cap - qx) / L.stage));
@@ -326,11 +367,10 @@ int lean_moe(const void *args, int nsm, int pdl, cudaStream_t st, int which, uns
             D.pfwhen = pf->when;
             for (int i = 0; i < D.pfn; i++) { D.pfp[i] = (const unsigned char *)pf->p[i]; D.pfb[i] = pf->bytes[i]; }
         }
-        /* two passes per tile where the tile (pr * R rows of every slot) still fits next to the
-         * activation and the rows split evenly */
-        D.pr = ln_dpair && H % (2 * R) == 0 && qh + 2 * dstage <= ln_cap ? 2 : 1;
-        dstage *= (size_t)D.pr;
+        ln_down_tr(m, R, dstage, &D.pr, &dstage);
         D.stage = (int)dstage;
+        D.dnp = pk ? (const unsigned char *)pk->dn : NULL;
+        D.sdnp = pk ? (const unsigned char *)pk->sdn : NULL;
         int T = H / (D.pr * R), G = ln_min(T, nsm * LN_BPS), mine = (T + G - 1) / G;
         D.nst = ln_min(ln_min(LN_MAX_ST, mine), (int)((ln_cap - qh) / dstage));
         ln_launch(WT == GT_Q4_K ? (wraw ? k_lmoe_down<GT_Q4_K, true> : k_lmoe_down<GT_Q4_K, false>)

@@ -66,15 +66,20 @@ struct lean_pf {
     size_t bytes[LEAN_PF_MAX];
     int n, when;
 };
+/* The MoE weights tile-packed (LILAC_CUDA_MOE_PACK, session 29, opt-in): every ring stage's piece of
+ * one matrix is contiguous in the stage's shared-memory layout, so it is one bulk copy instead of
+ * one per plane (gate/up: 1 instead of 4 per stage; the down: 1 instead of 2 (Q4_K) or 4 (Q6_K) per
+ * slot). gu / sgu: routed / shared gate+up; dn / sdn: routed / shared down. Each NULL or device
+ * memory of lean_pack_bytes(moe_args, 0 / 1 / 2 / 3) bytes (0 where the lean MoE does not apply),
+ * filled by lean_pack from moe_args' planes on stream st (0 on failure). The planes stay: prefill
+ * and the other kernels read them, so this is extra memory. */
+typedef struct lean_pack_t {
+    void *gu, *sgu, *dn, *sdn;
+} lean_pack_t;
+size_t lean_pack_bytes(const void *moe_args, int which);
+int lean_pack(const void *moe_args, const lean_pack_t *pk, cudaStream_t st);
 int lean_moe(const void *moe_args, int nsm, int pdl, cudaStream_t st, int which, unsigned long long *tr, float *wraw,
-             const lean_pf *pf = NULL, const unsigned char *gup = NULL, const unsigned char *sgup = NULL);
-/* gup / sgup: NULL, or the routed / shared gate+up weights tile-packed by lean_gu_pack (LILAC_CUDA_GU_PACK,
- * session 29, opt-in): each gate/up ring stage is then one bulk copy instead of four. The packed
- * copies are extra memory (the planes stay: prefill and the other kernels read them):
- * lean_gu_pack_bytes(moe_args, shared) bytes each, 0 where the lean MoE does not apply. lean_gu_pack
- * fills them from moe_args' gate / up (and sgate / sup) planes on stream st; 0 on failure. */
-size_t lean_gu_pack_bytes(const void *moe_args, int shared);
-int lean_gu_pack(const void *moe_args, unsigned char *gup, unsigned char *sgup, cudaStream_t st);
+             const lean_pf *pf = NULL, const lean_pack_t *pk = NULL);
 /* wraw: NULL, or the router is folded into lean_gdn (lean_fold): moe_args.logits are raw and its x
  * is the previous kernel's output; wraw is device [k + 1] floats for the routing weights that
  * gate/up hands to down. */
