@@ -436,16 +436,16 @@ static void tests_moe_pack(void) {
     if (qwen_model_synthetic(preset, 21, &m) != LL_OK) { check(0, "synthetic: %s", ll_errmsg()); return; }
     int on[2] = {-1, -1};
     for (int k = 0; k < 2; k++) {
-        if (!k) setenv("LILAC_CUDA_MOE_PACK", "3", 1);
+        setenv("LILAC_CUDA_MOE_PACK", k ? "0" : "3", 1);
         ll_backend *be = mk_backend(m, 64);
         cuda_info ci;
         if (be && cuda_backend_info(be, &ci) == LL_OK) on[k] = ci.moe_pack;
         if (be) ll_backend_free(be);
         unsetenv("LILAC_CUDA_MOE_PACK");
     }
-    check(on[0] == 3 && on[1] == 0, "%s: LILAC_CUDA_MOE_PACK=3 is on (%d) and off by default (%d)", preset, on[0], on[1]);
+    check(on[0] == 3 && on[1] == 0, "%s: LILAC_CUDA_MOE_PACK=3 is on (%d) and =0 off (%d)", preset, on[0], on[1]);
     qwen_model_free_synthetic(m);
-    test_switch_same_bits(preset, 300, 8, "LILAC_CUDA_MOE_PACK", "1", "0", "the tile-packed gate/up");
+    test_switch_same_bits(preset, 300, 8, "LILAC_CUDA_MOE_PACK", "1", "0", "the tile-packed gate/up (the default where memory allows)");
     test_switch_same_bits(preset, 300, 8, "LILAC_CUDA_MOE_PACK", "2", "0", "the tile-packed down");
     test_switch_same_bits(preset, 300, 8, "LILAC_CUDA_MOE_PACK", "3", "0", "the tile-packed gate/up and down");
 }
@@ -833,13 +833,17 @@ static void test_fixture(const char *name, int chunk) {
  * The atomics have their own tests (test_gdn_atom_active, the GDN_ATOM switch tests). */
 static void test_lazy_equal(const char *preset) {
     setenv("LILAC_CUDA_GDN_ATOM", "0", 1);
+    setenv("LILAC_CUDA_ATT_COUT", "0", 1); /* the same for the attention layers' atomics (default since session 29) */
     test_lazy_equal_run(preset);
     unsetenv("LILAC_CUDA_GDN_ATOM");
+    unsetenv("LILAC_CUDA_ATT_COUT");
 }
 static void test_long(const char *preset, int P, int chunk) {
     setenv("LILAC_CUDA_GDN_ATOM", "0", 1);
+    setenv("LILAC_CUDA_ATT_COUT", "0", 1);
     test_long_run(preset, P, chunk);
     unsetenv("LILAC_CUDA_GDN_ATOM");
+    unsetenv("LILAC_CUDA_ATT_COUT");
 }
 
 /* The split-K MoE's tests (LILAC_CUDA_MOE_SK=1, opt-in, session 26), with the bf16 cache of the

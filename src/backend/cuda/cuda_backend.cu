@@ -164,9 +164,10 @@ struct cu_backend {
                                            * [n_gdn][E + 1], zeros when its launch starts (zeroed at load, then by the
                                            * GDN launch before it, cyclically) */
     int moe_pack;                         /* the MoE weights also tile-packed, one bulk copy per stage (gate/up) or
-                                           * slot (down) instead of one per plane (lean_pack): opt-in
-                                           * LILAC_CUDA_MOE_PACK, a mask: 1 gate/up, 2 the down (session 29; extra
-                                           * memory: the planes stay for prefill); same arithmetic, same bits */
+                                           * slot (down) instead of one per plane (lean_pack): LILAC_CUDA_MOE_PACK, a
+                                           * mask: 1 gate/up, 2 the down, 0 off; unset: 1 where max(4 GiB, 1/8 of the
+                                           * card) stays free (session 29; extra memory, ~12 GB on the 35B: the planes
+                                           * stay for prefill); same arithmetic, same bits */
     int att_cout;                         /* the attention layers' combine + out-projection + router fold as one launch
                                            * split by head, atomics into zeroed buffers (k_lattn.cuh, lean_attn_out):
                                            * opt-in LILAC_CUDA_ATT_COUT=1 (2: four-float reductions), never with
@@ -2205,8 +2206,20 @@ static ll_status cu_init(cu_backend *b) {
         else b->att_cout = 0;
     }
     if (b->moe_pack && b->lean) { /* the packed copies where the lean MoE applies (a layer without keeps NULLs) */
-        int packed = 0;
-        for (int l = 0; l < hp.n_layer; l++) {
+        int packed = 0, forced = b->moe_pack > 0;
+        if (!forced) { /* the default (gate/up only) where it leaves a margin free for sequences and the context's
+                        * own: max(4 GiB, 1/8 of the card) */
+            b->moe_pack = 1;
+            size_t need = 0, fr = 0, tot = 0;
+            for (int l = 0; l < hp.n_layer; l++) {
+                pk_layer pl;
+                decode_layer_args(b, l, &pl, b->x, b->x2);
+                need += lean_pack_bytes(&pl.moe, 0) + lean_pack_bytes(&pl.moe, 1);
+            }
+            if (cudaMemGetInfo(&fr, &tot) != cudaSuccess || need + LL_MAX((size_t)4 << 30, tot / 8) > fr) b->moe_pack = 0;
+        }
+        size_t before = b->alloc_bytes;
+        for (int l = 0; l < hp.n_layer && b->moe_pack; l++) {
             dlayer &L = b->L[l];
             pk_layer pl;
             decode_layer_args(b, l, &pl, b->x, b->x2);
@@ -2220,6 +2233,7 @@ static ll_status cu_init(cu_backend *b) {
             packed++;
         }
         CU_TRY(cudaStreamSynchronize(b->st));
+        b->wdev_bytes += b->alloc_bytes - before; /* weights (a second layout of them), not scratch */
         if (!packed) b->moe_pack = 0;
     }
     if (b->moe_sk) { /* on only where the kernel takes this model's MoE (the first layer's shapes = every layer's) */
@@ -2288,8 +2302,10 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     if (b->gdn_atom != 1 && b->gdn_atom != 2) b->gdn_atom = 0; /* 2: the x rows as four-float reductions */
     /* session 28: the attention layers' combine + out-projection + fold as one launch, opt-in (not yet
      * measured); never in a deterministic run (atomics) */
-    b->moe_pack = getenv("LILAC_CUDA_MOE_PACK") ? atoi(getenv("LILAC_CUDA_MOE_PACK")) & 3 : 0;
-    b->att_cout = getenv("LILAC_CUDA_ATT_COUT") && !b->moe_det ? atoi(getenv("LILAC_CUDA_ATT_COUT")) : 0;
+    /* -1: the default, gate/up packed where the memory allows (session 29: +7..14 tok/s at 4K, H100) */
+    b->moe_pack = getenv("LILAC_CUDA_MOE_PACK") ? atoi(getenv("LILAC_CUDA_MOE_PACK")) & 3 : -1;
+    /* the default since session 29 (+9 tok/s at 4K, H100), never in deterministic runs */
+    b->att_cout = b->moe_det ? 0 : getenv("LILAC_CUDA_ATT_COUT") ? atoi(getenv("LILAC_CUDA_ATT_COUT")) : 1;
     if (b->att_cout != 1 && b->att_cout != 2) b->att_cout = 0; /* 2: x's rows as four-float reductions */
     /* session 26: the decode MoE as one split-K launch, opt-in: correct but 22 % slower at 4K (bench/results/2026-12-07-h200-s26 call 2); never in a deterministic run */
     b->moe_sk = getenv("LILAC_CUDA_MOE_SK") && !b->moe_det ? atoi(getenv("LILAC_CUDA_MOE_SK")) == 1 : 0;

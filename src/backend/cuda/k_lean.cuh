@@ -917,7 +917,10 @@ struct lmoe_args {
     const unsigned char *gup, *sgup;
 };
 
-template <bool RAW> /* L.wraw != NULL (the fold): its own instance, so that the default one is as before */
+/* RAW: L.wraw != NULL (the fold); PK: L.gup / L.sgup may be set (the pack). Each its own instance, so
+ * that the default one is as before (session 29: the pack's branch in the default instance cost ~9
+ * tok/s on an H100 with the pack off) */
+template <bool RAW, bool PK = false>
 #if LN_GU_REGS
 __global__ void __maxnreg__(LN_GU_REGS) k_lmoe_gu(const __grid_constant__ lmoe_args L) {
 #else
@@ -950,8 +953,8 @@ __global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lmoe_gu(const __grid_co
         unsigned char *dst = sm + (size_t)(i % NST) * L.stage;
         uint64_t *b = &bar[i % NST];
         mbar_expect_tx(b, (uint32_t)(2 * mat));
-        const unsigned char *pk = g == &a.sgate ? L.sgup : L.gup;
-        if (pk) {
+        const unsigned char *pk = PK ? (g == &a.sgate ? L.sgup : L.gup) : nullptr;
+        if (PK && pk) {
             ln_g2s(dst, pk + (size_t)(r0 / TH) * (2 * mat), (uint32_t)(2 * mat), b);
             return;
         }
@@ -1109,7 +1112,7 @@ __device__ __forceinline__ void ln_prefetch_share(const unsigned char *const *p,
     }
 }
 
-template <int WT, bool RAW> /* RAW: L.wraw != NULL */
+template <int WT, bool RAW, bool PK = false> /* RAW: L.wraw != NULL; PK: L.dnp / L.sdnp may be set (as k_lmoe_gu's) */
 #if LN_DOWN_REGS
 __global__ void __maxnreg__(LN_DOWN_REGS) k_lmoe_down(const __grid_constant__ lmoe_down_args L) {
 #else
@@ -1134,10 +1137,15 @@ __global__ void __launch_bounds__(LN_DOWN_THREADS, LN_DOWN_MINB) k_lmoe_down(con
         uint64_t *b = &bar[i % NST];
         mbar_expect_tx(b, (uint32_t)(nslot * mat));
         for (int s = 0; s < nslot; s++) {
-            const unsigned char *pk = s < a.k ? L.dnp : L.sdnp;
-            long row = s < a.k ? (long)ids[s] * a.H + r0 : r0;
-            if (pk) ln_g2s(dst + s * mat, pk + (size_t)(row / TR) * mat, (uint32_t)mat, b);
-            else if (s < a.k) ln_copy_rows(a.down, row, TR, TR, dst + s * mat, b, false);
+            if (PK) {
+                const unsigned char *pk = s < a.k ? L.dnp : L.sdnp;
+                long row = s < a.k ? (long)ids[s] * a.H + r0 : r0;
+                if (pk) {
+                    ln_g2s(dst + s * mat, pk + (size_t)(row / TR) * mat, (uint32_t)mat, b);
+                    continue;
+                }
+            }
+            if (s < a.k) ln_copy_rows(a.down, (long)ids[s] * a.H + r0, TR, TR, dst + s * mat, b, false);
             else ln_copy_rows(a.sdown, r0, TR, TR, dst + s * mat, b, false);
         }
     };

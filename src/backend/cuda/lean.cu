@@ -77,15 +77,18 @@ cudaError_t lean_init(size_t smem_cap, int carveout, int pad, int npre, int pair
     if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lgemv<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, LN_SMEM_HEAD);
     if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lgemv_fb<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, lim);
     if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lgemv_fb<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, lim);
-    const void *mk[6] = {(const void *)k_lmoe_gu<false>, (const void *)k_lmoe_gu<true>, (const void *)k_lmoe_down<GT_Q4_K, false>,
-                         (const void *)k_lmoe_down<GT_Q6_K, false>, (const void *)k_lmoe_down<GT_Q4_K, true>, (const void *)k_lmoe_down<GT_Q6_K, true>};
-    for (int i = 0; i < 6 && e == cudaSuccess; i++) e = cudaFuncSetAttribute(mk[i], cudaFuncAttributeMaxDynamicSharedMemorySize, lim);
+    const void *mk[12] = {(const void *)k_lmoe_gu<false>, (const void *)k_lmoe_gu<true>, (const void *)k_lmoe_down<GT_Q4_K, false>,
+                          (const void *)k_lmoe_down<GT_Q6_K, false>, (const void *)k_lmoe_down<GT_Q4_K, true>, (const void *)k_lmoe_down<GT_Q6_K, true>,
+                          (const void *)k_lmoe_gu<false, true>, (const void *)k_lmoe_gu<true, true>, (const void *)k_lmoe_down<GT_Q4_K, false, true>,
+                          (const void *)k_lmoe_down<GT_Q6_K, false, true>, (const void *)k_lmoe_down<GT_Q4_K, true, true>,
+                          (const void *)k_lmoe_down<GT_Q6_K, true, true>};
+    for (int i = 0; i < 12 && e == cudaSuccess; i++) e = cudaFuncSetAttribute(mk[i], cudaFuncAttributeMaxDynamicSharedMemorySize, lim);
     if (carveout != 0 && e == cudaSuccess) { /* keep every SM at its largest shared-memory split */
         e = cudaFuncSetAttribute(k_lgemv<false>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
         if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lgemv_fb<1>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
         if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lgemv_fb<2>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
         if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lgemv<true>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
-        for (int i = 0; i < 6 && e == cudaSuccess; i++) e = cudaFuncSetAttribute(mk[i], cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+        for (int i = 0; i < 12 && e == cudaSuccess; i++) e = cudaFuncSetAttribute(mk[i], cudaFuncAttributePreferredSharedMemoryCarveout, 100);
     }
     if (e != cudaSuccess) return e;
     /* the fused MoE kernel: one block per SM with the most dynamic shared memory an SM allows; left
@@ -354,7 +357,9 @@ int lean_moe(const void *args, int nsm, int pdl, cudaStream_t st, int which, uns
         int T = m.FS / TH + m.k * (m.FF / TH), G = ln_min(T, nsm * LN_BPS), mine = (T + G - 1) / G;
         L.stage = 2 * TH * (H >> 8) * 144;
         L.nst = ln_min(ln_min(LN_MAX_ST, mine), (int)((ln_cap - qx) / L.stage));
-        ln_launch(wraw ? k_lmoe_gu<true> : k_lmoe_gu<false>, G, LN_THREADS, ln_smem((size_t)L.nst * L.stage + qx), pdl, st, L);
+        bool P = L.gup || L.sgup;
+        ln_launch(wraw ? (P ? k_lmoe_gu<true, true> : k_lmoe_gu<true>) : (P ? k_lmoe_gu<false, true> : k_lmoe_gu<false>), G, LN_THREADS,
+                  ln_smem((size_t)L.nst * L.stage + qx), pdl, st, L);
     }
     if (which & 2) {
         lmoe_down_args D = {};
@@ -373,8 +378,11 @@ int lean_moe(const void *args, int nsm, int pdl, cudaStream_t st, int which, uns
         D.sdnp = pk ? (const unsigned char *)pk->sdn : NULL;
         int T = H / (D.pr * R), G = ln_min(T, nsm * LN_BPS), mine = (T + G - 1) / G;
         D.nst = ln_min(ln_min(LN_MAX_ST, mine), (int)((ln_cap - qh) / dstage));
-        ln_launch(WT == GT_Q4_K ? (wraw ? k_lmoe_down<GT_Q4_K, true> : k_lmoe_down<GT_Q4_K, false>)
-                                : (wraw ? k_lmoe_down<GT_Q6_K, true> : k_lmoe_down<GT_Q6_K, false>),
+        bool P = D.dnp || D.sdnp;
+        ln_launch(P ? (WT == GT_Q4_K ? (wraw ? k_lmoe_down<GT_Q4_K, true, true> : k_lmoe_down<GT_Q4_K, false, true>)
+                                     : (wraw ? k_lmoe_down<GT_Q6_K, true, true> : k_lmoe_down<GT_Q6_K, false, true>))
+                    : (WT == GT_Q4_K ? (wraw ? k_lmoe_down<GT_Q4_K, true> : k_lmoe_down<GT_Q4_K, false>)
+                                     : (wraw ? k_lmoe_down<GT_Q6_K, true> : k_lmoe_down<GT_Q6_K, false>)),
                   G, LN_DOWN_THREADS, ln_smem((size_t)D.nst * dstage + qh), pdl, st, D);
     }
     return 1;
