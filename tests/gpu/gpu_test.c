@@ -445,7 +445,7 @@ static void tests_moe_pack(void) {
     }
     check(on[0] == 3 && on[1] == 0, "%s: LILAC_CUDA_MOE_PACK=3 is on (%d) and =0 off (%d)", preset, on[0], on[1]);
     qwen_model_free_synthetic(m);
-    test_switch_same_bits(preset, 300, 8, "LILAC_CUDA_MOE_PACK", "1", "0", "the tile-packed gate/up (the default where memory allows)");
+    test_switch_same_bits(preset, 300, 8, "LILAC_CUDA_MOE_PACK", "1", "0", "the tile-packed gate/up");
     test_switch_same_bits(preset, 300, 8, "LILAC_CUDA_MOE_PACK", "2", "0", "the tile-packed down");
     test_switch_same_bits(preset, 300, 8, "LILAC_CUDA_MOE_PACK", "3", "0", "the tile-packed gate/up and down");
 }
@@ -869,7 +869,7 @@ static void tests_moe_sk(void) {
     unsetenv("LILAC_CUDA_KV");
 }
 
-/* The attention combine + out-projection + router fold as one launch (LILAC_CUDA_ATT_COUT=1, opt-in,
+/* The attention combine + out-projection + router fold as one launch (LILAC_CUDA_ATT_COUT=1, the default since session 29,
  * session 28): merged partials, the gate, q8 codes and W_o's super-block h of every row in one block
  * per (head, row part), x and the logits by fp32 atomics into buffers zeroed one layer ahead (the
  * chain through the GDN layers' atomic form). A wrong merge weight, a head's columns misread, a
@@ -948,7 +948,9 @@ int main(int argc, char **argv) {
     test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_FD_MMA", "1", "0", "the tensor-core flash-decoding loop (q8 cache)", 1);
     /* the appended position in a block of its own: 65 splits of the other 1199+ positions, other sums */
     test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_FD_XS", "1", "0", "the appended position in a flash-decoding block of its own", 1);
+    setenv("LILAC_CUDA_ATT_COUT", "0", 1); /* the combine runs only without ATT_COUT (the default since session 29) */
     test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_COMB_ND", "32", "64", "the combine at 32 dims per block", 1);
+    unsetenv("LILAC_CUDA_ATT_COUT");
     test_switch_same_bits("qwen3.6-35b-a3b-L4", 300, 8, "LILAC_CUDA_LN_HEAD", "1", "0", "the lm head through registers");
     setenv("LILAC_CUDA_KV", "bf16", 1);
     test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_FD_MMA", "1", "0", "the tensor-core flash-decoding loop (bf16 cache)", 1);

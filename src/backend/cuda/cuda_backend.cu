@@ -165,9 +165,9 @@ struct cu_backend {
                                            * GDN launch before it, cyclically) */
     int moe_pack;                         /* the MoE weights also tile-packed, one bulk copy per stage (gate/up) or
                                            * slot (down) instead of one per plane (lean_pack): LILAC_CUDA_MOE_PACK, a
-                                           * mask: 1 gate/up, 2 the down, 0 off; unset: 1 where max(4 GiB, 1/8 of the
-                                           * card) stays free (session 29; extra memory, ~12 GB on the 35B: the planes
-                                           * stay for prefill); same arithmetic, same bits */
+                                           * mask: 1 gate/up, 2 the down, 0 off (the default: no measured gain);
+                                           * "auto": 1 where max(4 GiB, 1/8 of the card) stays free (session 29; extra
+                                           * memory, ~12 GB on the 35B: the planes stay for prefill); same bits */
     int att_cout;                         /* the attention layers' combine + out-projection + router fold as one launch
                                            * split by head, atomics into zeroed buffers (k_lattn.cuh, lean_attn_out):
                                            * opt-in LILAC_CUDA_ATT_COUT=1 (2: four-float reductions), never with
@@ -2207,7 +2207,7 @@ static ll_status cu_init(cu_backend *b) {
     }
     if (b->moe_pack && b->lean) { /* the packed copies where the lean MoE applies (a layer without keeps NULLs) */
         int packed = 0, forced = b->moe_pack > 0;
-        if (!forced) { /* the default (gate/up only) where it leaves a margin free for sequences and the context's
+        if (!forced) { /* "auto" (gate/up only) where it leaves a margin free for sequences and the context's
                         * own: max(4 GiB, 1/8 of the card) */
             b->moe_pack = 1;
             size_t need = 0, fr = 0, tot = 0;
@@ -2302,9 +2302,12 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     if (b->gdn_atom != 1 && b->gdn_atom != 2) b->gdn_atom = 0; /* 2: the x rows as four-float reductions */
     /* session 28: the attention layers' combine + out-projection + fold as one launch, opt-in (not yet
      * measured); never in a deterministic run (atomics) */
-    /* -1: the default, gate/up packed where the memory allows (session 29: +7..14 tok/s at 4K, H100) */
-    b->moe_pack = getenv("LILAC_CUDA_MOE_PACK") ? atoi(getenv("LILAC_CUDA_MOE_PACK")) & 3 : -1;
-    /* the default since session 29 (+9 tok/s at 4K, H100), never in deterministic runs */
+    /* opt-in: the same-call A/B against the byte-identical default kernels found no gain (session 29, H100:
+     * 625.6 vs 627.3 tok/s at 4K; with ATT_COUT 633.6 / 631.3 vs 634.7 / 635.6); -1 (auto: gate/up where
+     * max(4 GiB, 1/8 of the card) stays free) is kept for LILAC_CUDA_MOE_PACK=auto */
+    b->moe_pack = !getenv("LILAC_CUDA_MOE_PACK") ? 0 : !strcmp(getenv("LILAC_CUDA_MOE_PACK"), "auto") ? -1 : atoi(getenv("LILAC_CUDA_MOE_PACK")) & 3;
+    /* the default since session 29 (H100, same call: 634.7 / 635.6 vs 627.3 tok/s at 4K), never in
+     * deterministic runs */
     b->att_cout = b->moe_det ? 0 : getenv("LILAC_CUDA_ATT_COUT") ? atoi(getenv("LILAC_CUDA_ATT_COUT")) : 1;
     if (b->att_cout != 1 && b->att_cout != 2) b->att_cout = 0; /* 2: x's rows as four-float reductions */
     /* session 26: the decode MoE as one split-K launch, opt-in: correct but 22 % slower at 4K (bench/results/2026-12-07-h200-s26 call 2); never in a deterministic run */
