@@ -21,7 +21,7 @@ for t in "$BUILD"/tests/test_*; do
     [ "$f" -gt 0 ] && failed_names+=("$name")
 done
 if [ -d tests/py ] && ls tests/py/test_*.py >/dev/null 2>&1; then
-    out=$(LILAC_BIN="$BUILD/lilac" LILAC_QUANT_TOOL="${LILAC_QUANT_TOOL:-$BUILD/tests/tools/quant_tool}" python3 -m pytest -q tests/py 2>&1); rc=$?
+    out=$(LILAC_BIN="$BUILD/lilac" LILAC_QUANT_TOOL="${LILAC_QUANT_TOOL:-$BUILD/tests/tools/quant_tool}" python3 -m pytest -q -rfE tests/py 2>&1); rc=$?
     echo "$out" | sed 's/^/[pytest] /'
     line=$(echo "$out" | tail -n 1)
     p=$(echo "$line" | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+' || echo 0)
@@ -30,7 +30,12 @@ if [ -d tests/py ] && ls tests/py/test_*.py >/dev/null 2>&1; then
     [ -z "$f" ] && f=0
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
     pass=$((pass + p)); fail=$((fail + f)); skipn=$((skipn + s))
-    [ "$f" -gt 0 ] && failed_names+=("pytest")
+    # name each failing Python test on the closing "failing:" line: CI shows only the output's tail,
+    # and a bare "pytest" there once left a one-off failure impossible to identify
+    if [ "$f" -gt 0 ]; then
+        ids=$(echo "$out" | grep -E '^(FAILED|ERROR) ' | awk '{print $2}' | paste -sd' ')
+        failed_names+=("pytest${ids:+($ids)}")
+    fi
 done_py=1
 fi
 # the libFuzzer targets (built with clang by `make fuzz`) at least still compile against the
