@@ -399,6 +399,32 @@ static void test_att_cout_active(const char *preset) {
     qwen_model_free_synthetic(m);
 }
 
+/* LILAC_CUDA_GDN_IN=1 takes effect on every GDN layer of the real dimensions (so that the switch tests
+ * compare two forms), not in a deterministic run and not without GDN_ATOM (its atomic form only). */
+static void test_gdn_in_active(const char *preset) {
+    qwen_model *m = NULL;
+    if (qwen_model_synthetic(preset, 21, &m) != LL_OK) { check(0, "synthetic: %s", ll_errmsg()); return; }
+    int ngdn = 0;
+    for (int l = 0; l < m->hp.n_layer; l++) ngdn += !m->hp.is_attn[l];
+    int on[3] = {-1, -1, -1};
+    setenv("LILAC_CUDA_GDN_IN", "1", 1);
+    for (int k = 0; k < 3; k++) {
+        if (k == 1) setenv("LILAC_CUDA_MOE_DET", "1", 1);
+        if (k == 2) setenv("LILAC_CUDA_GDN_ATOM", "0", 1);
+        ll_backend *be = mk_backend(m, 64);
+        cuda_info ci;
+        if (be && cuda_backend_info(be, &ci) == LL_OK) on[k] = ci.gdn_in;
+        if (be) ll_backend_free(be);
+        unsetenv("LILAC_CUDA_MOE_DET");
+    }
+    unsetenv("LILAC_CUDA_GDN_ATOM");
+    unsetenv("LILAC_CUDA_GDN_IN");
+    check(on[0] == ngdn && ngdn > 0 && on[1] == 0 && on[2] == 0,
+          "%s: LILAC_CUDA_GDN_IN=1 takes %d of %d GDN layers, none in a deterministic run (%d) or without GDN_ATOM (%d)", preset, on[0], ngdn,
+          on[1], on[2]);
+    qwen_model_free_synthetic(m);
+}
+
 /* A decode switch that must not move a bit: P prompt tokens, D rows decoded one by one under each
  * setting, every logit compared bit for bit (and the greedy tokens). Used for the lm head through
  * registers (LILAC_CUDA_LN_HEAD=1, k_lhead, the default) against the copy-engine ring (0): the same
@@ -892,6 +918,29 @@ static void tests_att_cout(void) {
     unsetenv("LILAC_CUDA_KV");
 }
 
+/* The GDN layer's input projection inside the fused GDN launch (LILAC_CUDA_GDN_IN=1, session 30): clusters
+ * of 8 blocks per k-head dot the k-head's 772 in-projection rows (six 16-row tiles a block and four b / a
+ * rows), exchange them through distributed shared memory and run the step. The q / k / v / z values are
+ * the in-projection's bits (the same chunk dots and lane sums; the b / a rows of the synthetic model are
+ * BF16, summed in another order), so against the two launches only the atomics' order and the b / a
+ * rounding differ. A tile on the wrong rows, a value stored into the wrong place or block, a missing
+ * barrier or a stale ring stage moves the logits far past the KL bound. Ring depths 1 (every tile after
+ * the first waits on a refill) and 6 (all before the wait); ATOM 2. Alone: `gpu_test --gdnin`. */
+static void tests_gdn_in(void) {
+    test_gdn_in_active("qwen3.6-35b-a3b-L4");
+    test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_GDN_IN", "1", "0", "the in-projection inside the fused GDN launch", 0);
+    setenv("LILAC_CUDA_GDN_IN_NST", "1", 1);
+    test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_GDN_IN", "1", "0", "GDN_IN with a one-stage ring", 0);
+    setenv("LILAC_CUDA_GDN_IN_NST", "6", 1);
+    test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_GDN_IN", "1", "0", "GDN_IN with every tile requested before the wait", 0);
+    unsetenv("LILAC_CUDA_GDN_IN_NST");
+    setenv("LILAC_CUDA_GDN_ATOM", "2", 1);
+    test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_GDN_IN", "1", "0", "GDN_IN beside four-float atomics", 0);
+    unsetenv("LILAC_CUDA_GDN_ATOM");
+    test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 24, "LILAC_CUDA_GDN_IN", "1", "0", "GDN_IN at 1200 positions, 24 rows", 0);
+    test_switch_same_bits("qwen3.6-35b-a3b-L4", 300, 8, "LILAC_CUDA_GDN_IN", "1", "0", "GDN_IN in a deterministic run (ignored)");
+}
+
 int main(int argc, char **argv) {
     int quick = argc > 1 && !strcmp(argv[1], "--quick");
     if (cuda_device_count() < 1) {
@@ -900,6 +949,11 @@ int main(int argc, char **argv) {
     }
     if (argc > 1 && !strcmp(argv[1], "--cout")) {
         tests_att_cout();
+        printf("# %d tests, %d failed\n", g_n, g_fail);
+        return g_fail ? 1 : 0;
+    }
+    if (argc > 1 && !strcmp(argv[1], "--gdnin")) {
+        tests_gdn_in();
         printf("# %d tests, %d failed\n", g_n, g_fail);
         return g_fail ? 1 : 0;
     }
@@ -943,6 +997,7 @@ int main(int argc, char **argv) {
     tests_att_cout();
     unsetenv("LILAC_CUDA_KV");
     tests_moe_pack();
+    tests_gdn_in();
     /* 1200 positions: 33 splits of 4-head blocks vs 66 of 8-head blocks, every split non-empty */
     test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_FD_FG", "4", "8", "4-head flash-decoding blocks", 1);
     test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_FD_MMA", "1", "0", "the tensor-core flash-decoding loop (q8 cache)", 1);

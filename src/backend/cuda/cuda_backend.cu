@@ -173,6 +173,12 @@ struct cu_backend {
                                            * opt-in LILAC_CUDA_ATT_COUT=1 (2: four-float reductions), never with
                                            * --deterministic; session 28,
                                            * written without a device, not yet measured */
+    int gdn_in;                           /* GDN layers with the input projection inside the fused GDN launch (k_lgdn<true,
+                                           * ATOM, true>: clusters of 8 blocks per k-head exchange the projection's
+                                           * outputs through distributed shared memory): opt-in LILAC_CUDA_GDN_IN=1, only
+                                           * with gdn_atom; cu_init counts the layers that take it (0: off). Session 30,
+                                           * written without a device, not yet run */
+    int gdn_in_nst;                       /* its ring stages (LILAC_CUDA_GDN_IN_NST, 0: lean_gdn's default) */
     float *att_xl, *att_rl;               /* att_cout: each attention layer's residual [n_attn][H] and raw logits
                                            * [n_attn][E + 1], zeros when its launch starts (zeroed at load, then by
                                            * the attention launch before it, cyclically) */
@@ -1035,6 +1041,11 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
                     pl = pf;
                     fold = 1;
                     xc = xn;
+                    if (b->gdn_in && b->gdn_atom) { /* the in-projection inside that launch where the shapes allow */
+                        fo.in = &pl.in;
+                        fo.in_nst = b->gdn_in_nst;
+                        if (!lean_gdn(&g, DK, &pl.out, b->gdn_part, NULL, 3, 0, b->st, NULL, 0, &fo)) fo.in = NULL;
+                    }
                 }
             }
         }
@@ -1135,13 +1146,15 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
                 launch_gemv(b, pl.out, "attn.out_gemv", &b->q2, 1, fold && afb.B ? &afb : NULL);
             }
         } else {
-            if (!in_done) launch_gemv(b, pl.in, "gdn.in_gemv", &b->q1);
+            int gin = fold && fo.in; /* the in-projection runs in the fused GDN launch (gdn_in) */
+            if (!in_done && !gin) launch_gemv(b, pl.in, "gdn.in_gemv", &b->q1);
             if (b->lean && b->gdn_fuse && lean_gdn(&g, DK, &pl.out, b->gdn_part, b->gdn_cnt, 3, 0, b->st, NULL, 0, NULL)) {
                 /* step + gated norm + out-projection (+ the router: fold) in one launch (k_lgdn.cuh) */
                 prof_begin(b);
                 lean_gdn(&g, DK, &pl.out, b->gdn_part, b->gdn_fuse == 2 || (fold && b->gdn_atom) ? NULL : b->gdn_cnt, b->gdn_pre, b->pdl, b->st,
                          ln_slot(b, "gdn.fused"), 1, fold ? &fo : NULL);
-                prof_end(b, "gdn.fused", gmat_bytes(L.wout) + (double)HV * DK * DV * 8, 0);
+                prof_end(b, "gdn.fused", gmat_bytes(L.wout) + (double)HV * DK * DV * 8 +
+                         (gin ? gmat_bytes(L.wqkv) + gmat_bytes(L.wz) + gmat_bytes(L.wb) + gmat_bytes(L.wa) : 0), 0);
             } else {
                 prof_begin(b);
                 dim3 gg(HV, DV / 16); /* 2 warps x 8 value columns per block */
@@ -2189,6 +2202,24 @@ static ll_status cu_init(cu_backend *b) {
     if (b->gdn_atom && b->lean && b->n_gdn >= 3) {
         LL_TRY(chain_alloc(b, b->n_gdn, &b->gdn_xl, &b->gdn_rl));
     } else b->gdn_atom = 0;
+    if (b->gdn_in) { /* the GDN layers whose shapes and types the in-projection's cluster form takes (the rest
+                      * keep the in-projection launch; the decode decides per layer with the same call).
+                      * Launch 0 reads shapes and whether pointers are set: b->x / b->x2 stand in */
+        int n = 0;
+        for (int l = 0; l < hp.n_layer && b->gdn_atom && b->lean && b->gdn_fuse == 1 && !b->fuse; l++) {
+            if (hp.is_attn[l] || !(b->gdn_fold & 1)) continue;
+            const dlayer &L = b->L[l];
+            int HV = hp.gdn_n_v_heads;
+            pk_layer pl;
+            decode_layer_args(b, l, &pl, b->x, b->x2);
+            gdn_args g = {b->qkv, b->ab, b->ab + HV, 0, L.conv, b->x, b->x, L.dt_bias, L.ssm_a, b->o, (const int *)b->x, 1, hp.gdn_n_k_heads,
+                          HV, hp.gdn_v_dim, hp.gdn_v_tiled};
+            lean_fold fo = {L.fold_B, L.router.q, hp.n_ff_shexp ? L.shgate.q : NULL, L.ffn_norm, hp.n_expert, b->x, b->rl, b->x, b->moe_w,
+                            b->gdn_atom, &pl.in, b->gdn_in_nst};
+            n += L.fold_B && lean_gdn(&g, hp.gdn_k_dim, &pl.out, b->gdn_part, NULL, 3, 0, b->st, NULL, 0, &fo);
+        }
+        b->gdn_in = n;
+    }
     if (b->att_cout) { /* every attention layer must take it (the buffers' zeros are chained, layer_znext), with
                         * three layers in the chain at least (GDN layers too under gdn_atom); launch 0 reads
                         * shapes and whether pointers are set: the partials' and position's stand-ins are b->x */
@@ -2311,6 +2342,10 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     b->att_cout = b->moe_det ? 0 : getenv("LILAC_CUDA_ATT_COUT") ? atoi(getenv("LILAC_CUDA_ATT_COUT")) : 1;
     if (b->att_cout != 1 && b->att_cout != 2) b->att_cout = 0; /* 2: x's rows as four-float reductions */
     /* session 26: the decode MoE as one split-K launch, opt-in: correct but 22 % slower at 4K (bench/results/2026-12-07-h200-s26 call 2); never in a deterministic run */
+    /* session 30: the GDN layer's in-projection inside its fused launch, opt-in (not yet run on a device);
+     * with gdn_atom only (cu_init), so never in a deterministic run */
+    b->gdn_in = getenv("LILAC_CUDA_GDN_IN") && !b->moe_det ? atoi(getenv("LILAC_CUDA_GDN_IN")) == 1 : 0;
+    b->gdn_in_nst = getenv("LILAC_CUDA_GDN_IN_NST") ? LL_MAX(0, atoi(getenv("LILAC_CUDA_GDN_IN_NST"))) : 0;
     b->moe_sk = getenv("LILAC_CUDA_MOE_SK") && !b->moe_det ? atoi(getenv("LILAC_CUDA_MOE_SK")) == 1 : 0;
     b->sk_cap = getenv("LILAC_CUDA_MOE_SK_SMEM") ? (size_t)LL_MAX(0, atoi(getenv("LILAC_CUDA_MOE_SK_SMEM"))) * 1024 : 0;
     /* 2 (an experiment, not yet measured: session 12 wrote it after its device time): plain stores of
@@ -2392,6 +2427,7 @@ extern "C" ll_status cuda_backend_info(ll_backend *be, cuda_info *out) {
     out->moe_sk = b->moe_sk;
     out->att_cout = b->att_cout;
     out->moe_pack = b->moe_pack;
+    out->gdn_in = b->gdn_in;
     return LL_OK;
 }
 

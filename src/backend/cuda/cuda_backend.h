@@ -28,6 +28,7 @@ typedef struct cuda_info {
     int moe_sk;                   /* 1: the decode MoE is one split-K launch (LILAC_CUDA_MOE_SK=1, not in deterministic runs) */
     int att_cout;                 /* 1: the attention combine + out-projection + fold are one launch (LILAC_CUDA_ATT_COUT=1, not in deterministic runs) */
     int moe_pack;                 /* the MoE weights also tile-packed (LILAC_CUDA_MOE_PACK: 1 gate/up, 2 the down, 3 both) */
+    int gdn_in;                   /* GDN layers whose input projection runs inside the fused GDN launch (LILAC_CUDA_GDN_IN=1) */
 } cuda_info;
 
 typedef struct cuda_kernel_time {

@@ -43,6 +43,7 @@
 
 #include "k_gdn.cuh"
 #include "k_lean.cuh"
+#include "k_lmoe_sk.cuh" /* the cluster primitives (sk_st_cluster, sk_cluster_arrive / _wait) */
 
 #define LG_THREADS 512
 #define LG_D 128 /* DK = DV */
@@ -58,6 +59,62 @@
 /* The fold's code exists only in the k_lgdn<true> instance: compiled into the one kernel, it cost
  * 6.5 tok/s with the fold off (session 9: 559.5 vs 566.0 for the kernel without it) */
 #define LG_BM (FOLD ? L.Bm : (const __nv_bfloat16 *)0) /* logit rows per part with the router fold (80 * 256 B of B slice) */
+
+/* IN (LILAC_CUDA_GDN_IN=1, session 30; opt-in, not yet run on a device): the layer's INPUT projection
+ * in this launch too, so that the in-projection -> step boundary goes (session 26's trace at 4K: the
+ * in-projection's drain, a 0.5 µs gap and the step's 2.8 µs prologue, which waited on its inputs'
+ * L2 round trip, x 30 GDN layers). The blocks of one k-head (ratio v-heads x P row parts: 2 x 4 = 8
+ * at the real shapes) form a thread-block cluster. The k-head's in-projection rows are q (128), k
+ * (128), and per v-head v (128), z (128), b (1) and a (1): 772 rows, 48 tiles of 16 rows plus 4
+ * single rows. Block `rank` of the cluster dots tiles rank, rank + 8, ... (one q, one k, two v and
+ * two z tiles of 16 rows: the same bytes per block) and rank < 2 ratio one b / a row, against x̂ =
+ * RMSNorm(x) quantized to q8 by its own prologue (the chunk dots and the lane sums of k_lgemv, so
+ * the q / k / v / z values are the in-projection's bits), and stores each value into all 8 blocks'
+ * exchange buffers (distributed shared memory); one cluster barrier later every block holds its
+ * k-head's 772 inputs and runs the step as before. The tiles are requested before the wait into a
+ * ring that the W_out / B slices reuse once the dots are done (so that the block stays near k_lgdn's
+ * ~90 KB and the neighbouring kernels' blocks still fit beside it); those slices are asked of the L2
+ * at entry and copied after the last tile. x is now the previous kernel's output, so the fold's
+ * x_old term and ATOM's x_old rows move after the wait. Only with FOLD and ATOM (the default
+ * non-deterministic path). */
+#define LG_IN_TR 16     /* rows per tile: one 64-column chunk per thread at H = 2048 */
+#define LG_IN_MAXST 6   /* ring stages at most */
+struct lgdn_in {
+    gmat W[4];          /* the in-projection: qkv [2 QK + HV DV][H], z [HV DV][H], b [HV][H], a [HV][H] */
+    const float *x;     /* [H] the layer's input (x_old, the previous kernel's output) */
+    const float *g;     /* [H] the attention norm's gain */
+    float eps;
+    int nst, stage;     /* ring stages of `stage` bytes (a tile of LG_IN_TR rows of the widest type) */
+    int tpb;            /* tiles per block: (16 + 16 ratio) / (ratio P) */
+    int off_x, off_mini, off_xb, off_bar, off_red; /* dynamic shared memory: x̂'s qact, the b / a row (4 KB),
+                         * the exchange buffer (256 + 258 ratio floats), nst + 1 mbarriers, 32 floats */
+};
+
+/* IN's addressing, host-callable (tests/cuda_host/test_lgdn_in.cu checks it against the channels the step
+ * reads). The exchange buffer of k-head kh: [q 128][k 128][v of each of its ratio v-heads 128][z of each
+ * 128][b of each][a of each] (256 + 258 ratio floats). */
+/* v-head jj (< ratio) of k-head kh (tiled: llama.cpp's order, v-head h belongs to k-head h % HK) */
+__host__ __device__ __forceinline__ int lg_in_head(int kh, int jj, int ratio, int HK, int tiled) { return tiled ? kh + jj * HK : kh * ratio + jj; }
+/* tile t (< 16 + 16 ratio) of k-head kh: its segment (0 qkv, 1 z) and first row; returns its rows' place
+ * in the exchange buffer (16 t) */
+__host__ __device__ __forceinline__ int lg_in_tile(int t, int kh, int ratio, int HK, int tiled, int *seg, long *row0) {
+    int nv = 8 * ratio;
+    long QK = (long)HK * LG_D;
+    if (t < 8) { *seg = 0; *row0 = (long)kh * LG_D + 16 * t; }
+    else if (t < 16) { *seg = 0; *row0 = QK + (long)kh * LG_D + 16 * (t - 8); }
+    else if (t < 16 + nv) { *seg = 0; *row0 = 2 * QK + (long)lg_in_head(kh, (t - 16) >> 3, ratio, HK, tiled) * LG_D + 16 * ((t - 16) & 7); }
+    else { *seg = 1; *row0 = (long)lg_in_head(kh, (t - 16 - nv) >> 3, ratio, HK, tiled) * LG_D + 16 * ((t - 16 - nv) & 7); }
+    return 16 * t;
+}
+/* the places of the step's inputs for v-head jv: conv channel i (< 384: q, k of the k-head, v of the
+ * v-head, the order of k_lgdn's chan()), z_i, b and a */
+__host__ __device__ __forceinline__ int lg_in_xch(int i, int jv) { return i < 2 * LG_D ? i : 2 * LG_D + jv * LG_D + i - 2 * LG_D; }
+__host__ __device__ __forceinline__ int lg_in_xz(int i, int jv, int ratio) { return 2 * LG_D + (ratio + jv) * LG_D + i; }
+__host__ __device__ __forceinline__ int lg_in_xb(int jv, int ratio) { return 2 * LG_D + 2 * ratio * LG_D + jv; }
+__host__ __device__ __forceinline__ int lg_in_xa(int jv, int ratio) { return 2 * LG_D + 2 * ratio * LG_D + ratio + jv; }
+/* the single row of block `rank` (< 2 ratio): segment 2 (b) or 3 (a) of v-head rank % ratio, whose place
+ * is 256 + 256 ratio + rank (lg_in_xb / lg_in_xa) */
+__host__ __device__ __forceinline__ int lg_in_mini_seg(int rank, int ratio) { return rank < ratio ? 2 : 3; }
 
 struct lgdn_args {
     gdn_args g;          /* the step's arguments (T = 1; g.o is not used) */
@@ -86,6 +143,7 @@ struct lgdn_args {
      * fp32 atomics; the blocks zero zx [H] and zl [NL] before their wait, the buffers the NEXT GDN
      * layer's launch adds into (dead until then), so the zeros are in place one layer ahead */
     float *zx, *zl;
+    lgdn_in in;          /* k_lgdn<true, ATOM, true> only */
 };
 
 /* ATOM (only with FOLD; opt-in, LILAC_CUDA_GDN_ATOM=1 or 2, session 25, not yet measured): no arrival
@@ -95,7 +153,7 @@ struct lgdn_args {
  * 24's trace); the price is the order of the sums, which varies from run to run (as the prefill MoE
  * down's already does by default), so --deterministic keeps the ordered form. ATOM 2: the x rows
  * four at a time (red.global.add.v4.f32: a quarter of the ~65K atomic operations per launch). */
-template <bool FOLD, int ATOM = 0>
+template <bool FOLD, int ATOM = 0, bool IN = false>
 __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ lgdn_args L) {
     extern __shared__ __align__(16) unsigned char sm[];
     __shared__ float cv[3 * LG_D];  /* conv + SiLU of this head's q, k, v channels */
@@ -111,6 +169,15 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
     int P = gridDim.x / g.HV, h = blockIdx.x / P, part = blockIdx.x % P, R = L.R, r0 = part * R;
     int ratio = g.HV / g.HK, kh = g.tiled ? h % g.HK : h / ratio;
     int QK = g.HK * LG_D, CD = 2 * QK + g.HV * LG_D;
+    /* IN: cluster kh of cl blocks; this block's rank = jv * P + part, jv its v-head among the k-head's */
+    int cl = ratio * P, rank = IN ? (int)blockIdx.x % cl : 0, jv = 0;
+    if constexpr (IN) {
+        kh = blockIdx.x / cl;
+        jv = rank / P;
+        part = rank % P;
+        r0 = part * R;
+        h = lg_in_head(kh, jv, ratio, g.HK, g.tiled);
+    }
     /* 1. the conv weights of the channels this block convolves (q, k of k-head kh, v of head h:
      * 384 channels), their raw inputs at the 3 earlier positions (zeros before position 0) and the
      * norm gain, into shared memory (held in registers across the wait they spilled). First
@@ -153,6 +220,29 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
         }
         cp_async_commit();
     };
+    /* IN: the block's in-projection tiles and its b / a row, requested at entry (thread 0) */
+    float *xb = IN ? (float *)(sm + L.in.off_xb) : nullptr;
+    uint64_t *ibar = IN ? (uint64_t *)(sm + L.in.off_bar) : nullptr;
+    /* the block's i-th tile: tile rank + cl i of the k-head */
+    auto in_tile = [&](int i, int *seg, long *row0) { return lg_in_tile(rank + cl * i, kh, ratio, g.HK, g.tiled, seg, row0); };
+    auto in_issue = [&](int i) {
+        int seg;
+        long row0;
+        in_tile(i, &seg, &row0);
+        ln_copy_rows(L.in.W[seg], row0, LG_IN_TR, LG_IN_TR, sm + (size_t)(i % L.in.nst) * L.in.stage, ibar + i % L.in.nst, true);
+    };
+    if constexpr (IN) {
+        if (tid == 0) {
+            mbar_ring_init(ibar, L.in.nst + 1);
+            for (int i = 0; i < L.in.nst && i < L.in.tpb; i++) in_issue(i);
+            if (rank < 2 * ratio) /* rank m: b (m < ratio) or a of v-head m % ratio, one row */
+                ln_copy_rows(L.in.W[lg_in_mini_seg(rank, ratio)], lg_in_head(kh, rank % ratio, ratio, g.HK, g.tiled), 1, 1, sm + L.in.off_mini,
+                             ibar + L.in.nst, true);
+        }
+        __syncthreads(); /* the barriers initialised before any thread waits on one */
+        sk_cluster_arrive(); /* this block has started: its shared memory may take remote stores (the wait is
+                              * before the first one) */
+    }
 #if LN_GDN_DELAY
     /* the pre-wait requests LN_GDN_DELAY ns after entry (session 22: +2.5 / +3.6 tok/s at 1000 ns
      * in two calls, 500 +1.4, 1500 +3.4): this block enters as the in-projection beside it passes its
@@ -161,12 +251,23 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
     if (tid == 0) ln_delay_ns(LN_GDN_DELAY);
     __syncthreads();
 #endif
-    if (L.pre & 1) issue_w();
-    if (LG_BM && (L.pre & 8)) issue_b();
+    if (!IN && (L.pre & 1)) issue_w();
+    if (!IN && LG_BM && (L.pre & 8)) issue_b();
+    if constexpr (IN) { /* the W / B slices go where the ring is: asked of the L2 now, copied after the tiles */
+        for (int i = tid; i < R; i += LG_THREADS) {
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(L.W.q + ((size_t)(r0 + i) * nb + sb) * 128 + 64 * half));
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(L.W.sc + ((size_t)(r0 + i) * nb + sb) * 16));
+        }
+        if (LG_BM)
+            for (int i = tid; i < 2 * L.NLR; i += LG_THREADS) {
+                int row = part * L.NLR + (i >> 1);
+                if (row < L.NL) asm volatile("prefetch.global.L2 [%0];" ::"l"(L.Bm + (size_t)row * L.W.cols + h * LG_D + 64 * (i & 1)));
+            }
+    }
     /* the fold's x_old term: thread (logit row lr, lr + 512 / tpr; 8 columns c8 of head h's slice),
      * reduced over the row's threads into la[] (shared: registers held across the step spilled) */
     __shared__ float la[FOLD ? LG_FOLD_MAXR : 1];
-    if (LG_BM) {
+    auto fold_xold = [&]() {
         int lr = tid / L.tpr, c8 = tid % L.tpr;
         int cw = 8 * L.tpr, col = h * cw + 8 * c8;
         float4 x0 = *(const float4 *)(L.xin + col), x1 = *(const float4 *)(L.xin + col + 4);
@@ -183,17 +284,18 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
             for (int o = 1; o < L.tpr; o <<= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
             if (c8 == 0 && row < L.NLR) la[row] = t;
         }
-    }
+    };
+    if (LG_BM && !IN) fold_xold();
     if ((L.pre & 4) && tid < LG_D * LG_D * 4 / 128 / P) /* the head's state on its way into L2, a 1/P share per block */
         asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)(g.S + (size_t)h * LG_D * LG_D) + 128 * ((size_t)part * (LG_D * LG_D * 4 / 128 / P) + tid)));
 #ifdef LN_GSTATE_Q /* diagnostic (session 21; results garbage): a block loads only the state columns it
                     * writes back (16 of 64 kB), zeros for the rest: what a step split by value columns
                     * would save in the in-projection's window, before paying for its exchange */
-    if (L.pre & 2)
+    if (!IN && (L.pre & 2))
 #pragma unroll
         for (int t = 0; t < RPL; t++) s[t] = w / (16 / P) == part ? Sp[(size_t)t * LG_D] : 0.0f;
 #else
-    if (L.pre & 2)
+    if (!IN && (L.pre & 2))
 #pragma unroll
         for (int t = 0; t < RPL; t++) s[t] = Sp[(size_t)t * LG_D];
 #endif
@@ -206,15 +308,80 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
             if (i < H0) L.zx[i] = 0.0f;
             else L.zl[i - H0] = 0.0f;
         }
-        if (h == 0)
+        if (h == 0 && !IN)
             for (int i = tid; i < R; i += LG_THREADS) xos[i] = L.xin[r0 + i];
     }
     pdl_wait();
     pdl_trigger();
     ln_trace(L.tr, 1);
-    if (!(L.pre & 1)) issue_w();
-    if (LG_BM && !(L.pre & 8)) issue_b();
-    if (!(L.pre & 2))
+    if constexpr (IN) {
+        /* x̂ = RMSNorm(x) g as q8 (ln_prologue: 1/rms is applied to the group scales) */
+        gemv_args pa = {};
+        pa.pro = PRO_RMSNORM; pa.x = L.in.x; pa.K = L.W.rows; pa.g = L.in.g; pa.eps = L.in.eps;
+        qact Qx;
+        float rn = ln_prologue(pa, sm + L.in.off_x, (float *)(sm + L.in.off_red), &Qx);
+        ln_trace(L.tr, 40);
+        /* the tiles: warp w dots tile row w, lane c its chunk c (H = 2048: 32 chunks of 64), the lane
+         * sums of k_lgemv; lane r < cl stores the row's value into block r's exchange buffer */
+        ln_act A;
+        int act_t = -1, NST = L.in.nst;
+        sk_cluster_wait(); /* every block of the cluster started (long since, normally) */
+        for (int i = 0; i < L.in.tpb; i++) {
+            int seg;
+            long row0;
+            int xo = in_tile(i, &seg, &row0);
+            const gmat &Wi = L.in.W[seg];
+            mbar_wait(ibar + i % NST, (uint32_t)((i / NST) & 1));
+            if (Wi.type != act_t) {
+                if (Wi.type == GT_Q4_K) ln_act_q4k(Qx, 0, lane, A);
+                else ln_act_q6k(Qx, 0, lane, A);
+                ln_act_scale(A, rn);
+                act_t = Wi.type;
+            }
+            float v = ln_dot_tile(Wi.type, sm + (size_t)(i % NST) * L.in.stage, LG_IN_TR, pa.K, w, lane, A, Qx.xf);
+            for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+            if (lane < cl) sk_st_cluster(xb + xo + w, (unsigned)lane, v);
+            if (i + NST < L.in.tpb) { /* the same in every thread */
+                __syncthreads(); /* stage i % NST consumed */
+                if (tid == 0) {
+                    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+                    in_issue(i + NST);
+                }
+            }
+        }
+        if (rank < 2 * ratio && w == 0) { /* the b / a row: warp 0 */
+            const gmat &Wm = L.in.W[lg_in_mini_seg(rank, ratio)];
+            mbar_wait(ibar + NST, 0u);
+            float v;
+            if (Wm.type == GT_BF16) v = ln_dot_bf16(sm + L.in.off_mini + 128 * lane, Qx.xf + 64 * lane);
+            else {
+                if (Wm.type != act_t) {
+                    if (Wm.type == GT_Q4_K) ln_act_q4k(Qx, 0, lane, A);
+                    else ln_act_q6k(Qx, 0, lane, A);
+                    ln_act_scale(A, rn);
+                }
+                v = ln_dot_tile(Wm.type, sm + L.in.off_mini, 1, pa.K, 0, lane, A, Qx.xf);
+            }
+            for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+            if (Wm.type == GT_BF16) v *= rn;
+            if (lane < cl) sk_st_cluster(xb + lg_in_xb(0, ratio) + rank, (unsigned)lane, v);
+        }
+        __syncthreads(); /* every warp is done with the ring: the W / B slices take its place */
+        issue_w();
+        if (LG_BM) issue_b();
+        if (LG_BM) fold_xold();
+        if (ATOM && h == 0)
+            for (int i = tid; i < R; i += LG_THREADS) xos[i] = L.xin[r0 + i];
+#pragma unroll
+        for (int t = 0; t < RPL; t++) s[t] = Sp[(size_t)t * LG_D];
+        /* every block's values in every exchange buffer (release / acquire: the remote stores) */
+        sk_cluster_arrive();
+        sk_cluster_wait();
+        ln_trace(L.tr, 46);
+    }
+    if (!IN && !(L.pre & 1)) issue_w();
+    if (!IN && LG_BM && !(L.pre & 8)) issue_b();
+    if (!IN && !(L.pre & 2))
 #pragma unroll
         for (int t = 0; t < RPL; t++) s[t] = Sp[(size_t)t * LG_D];
     /* the first group: the conv inputs (the W and B slices may still be in flight) */
@@ -225,7 +392,9 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
      * channels only from the first v-head of their k-head, as k_gdn_step) */
     if (tid < 3 * LG_D) {
         int ch = chan(tid);
-        float raw = g.qkv[ch];
+        float raw;
+        if constexpr (IN) raw = xb[lg_in_xch(tid, jv)];
+        else raw = g.qkv[ch];
         float4 cw = cws[tid];
         float acc = cw.w * raw;
         acc += cw.x * hs[0][tid];
@@ -235,10 +404,19 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
         bool own = part == 0 && (tid >= 2 * LG_D || h == (g.tiled ? kh : kh * ratio));
         if (own) g.ring[(size_t)slot * CD + ch] = raw;
     } else {
-        zs[tid - 3 * LG_D] = L.z[h * LG_D + tid - 3 * LG_D];
+        if constexpr (IN) zs[tid - 3 * LG_D] = xb[lg_in_xz(tid - 3 * LG_D, jv, ratio)];
+        else zs[tid - 3 * LG_D] = L.z[h * LG_D + tid - 3 * LG_D];
     }
-    float beta = sigmoid_f(g.b[h]);
-    float alpha = expf(__ldg(g.ssm_a + h) * softplus_f(g.a[h] + __ldg(g.dt_bias + h)));
+    float bh, ah;
+    if constexpr (IN) {
+        bh = xb[lg_in_xb(jv, ratio)];
+        ah = xb[lg_in_xa(jv, ratio)];
+    } else {
+        bh = g.b[h];
+        ah = g.a[h];
+    }
+    float beta = sigmoid_f(bh);
+    float alpha = expf(__ldg(g.ssm_a + h) * softplus_f(ah + __ldg(g.dt_bias + h)));
     __syncthreads();
     /* 4. the recurrence (the arithmetic of k_gdn_step, in its order) */
     float sq = 0.0f, sk = 0.0f;

@@ -63,6 +63,9 @@ static int ln_head = 1;   /* the lm head through registers, k_lhead, where it ap
 static size_t fz_dyn = 0; /* dynamic shared memory of a k_fused_moe block (lean_init; 0: off) */
 static int sk_ok = 0;     /* k_lmoe_sk's attributes set (lean_init) */
 static int la_ok = 0;     /* k_lattn_out's attributes set (lean_init) */
+static int gi_ok = 0;     /* k_lgdn<true, ATOM, true>'s attributes set (lean_init) */
+#define GI_SMEM (160 * 1024) /* its dynamic shared memory at most */
+static const int gi_smem = GI_SMEM;
 #define LN_SMEM_LIMIT (220 * 1024) /* at most (<= 227 KB on sm_90) */
 
 cudaError_t lean_init(size_t smem_cap, int carveout, int pad, int npre, int pair, int dpair, int head) {
@@ -133,6 +136,14 @@ cudaError_t lean_init(size_t smem_cap, int carveout, int pad, int npre, int pair
         if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)lattn_smem(LA_MAXR, LA_MAXNLR)) != cudaSuccess ||
             (carveout != 0 && cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, 100) != cudaSuccess))
             la_ok = 0;
+    }
+    /* the GDN layer with its in-projection (k_lgdn<true, ATOM, true>): refused: left off */
+    gi_ok = 1;
+    for (int i = 0; i < 2; i++) {
+        const void *k = i ? (const void *)k_lgdn<true, 2, true> : (const void *)k_lgdn<true, 1, true>;
+        if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, GI_SMEM) != cudaSuccess ||
+            (carveout != 0 && cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, 100) != cudaSuccess))
+            gi_ok = 0;
     }
     cudaGetLastError(); /* a refused attribute only leaves the fused kernel off */
     return cudaSuccess;
@@ -585,9 +596,51 @@ int lean_gdn(const void *gdn, int dk, const void *out, float *part, unsigned *cn
             (tpr & (tpr - 1)) || H % (8 * g.HV) || 2 * (LG_THREADS / tpr) < NLR || 4 * NLR > LG_THREADS || g.HV != 32)
             return 0;
     }
+    lgdn_in I;
+    memset(&I, 0, sizeof(I));
+    size_t dyn = (size_t)R * 80 + (fold ? (size_t)NLR * 2 * LG_D : 0) + qact_smem_bytes(LG_D);
+    if (fold && fold->in) { /* the in-projection in the launch: clusters of ratio x P blocks per k-head */
+        const gemv_args &a = *(const gemv_args *)fold->in;
+        int ratio = g.HV / g.HK, cl = ratio * P;
+        if (!gi_ok || cnt || a.pro != PRO_RMSNORM || a.nseg != 4 || a.K != H || H != 64 * 32 /* a tile row: one warp's 32 chunks */ || a.x != fold->xin ||
+            cl != 8 || 2 * ratio > cl || (16 + 16 * ratio) % cl || a.argmax || a.exact)
+            return 0;
+        /* qkv [2 QK + HV DV], z [HV DV], b [HV], a [HV]: Q4_K / Q6_K tiles, the b / a rows also BF16 */
+        const int want[4] = {2 * g.HK * LG_D + g.HV * LG_D, g.HV * LG_D, g.HV, g.HV};
+        size_t rb = 0;
+        for (int s = 0; s < 4; s++) {
+            const gmat &W = a.seg[s].W;
+            bool tile_t = W.type == GT_Q4_K || W.type == GT_Q6_K;
+            if (W.rows != want[s] || W.cols != H || !(tile_t || (s >= 2 && W.type == GT_BF16))) return 0;
+            if (s < 2) rb = ln_maxz(rb, (size_t)ln_row_bytes(W.type, H));
+            I.W[s] = W;
+        }
+        I.x = a.x;
+        I.g = a.g;
+        I.eps = a.eps;
+        I.tpb = (16 + 16 * ratio) / cl;
+        I.stage = (int)(LG_IN_TR * rb);
+        I.nst = ln_min(I.tpb, ln_min(LG_IN_MAXST, fold->in_nst > 0 ? fold->in_nst : 3));
+        /* [ring (its start later the W / B slices and y's qact)][x̂'s qact][b / a row][exchange][bars][red] */
+        size_t o = ln_maxz((size_t)I.nst * I.stage, dyn);
+        o = (o + 15) & ~(size_t)15;
+        I.off_x = (int)o;
+        o += (qact_smem_bytes(H) + 15) & ~(size_t)15;
+        I.off_mini = (int)o;
+        o += (size_t)H * 2; /* the widest row: BF16 */
+        I.off_xb = (int)o;
+        o += ((size_t)(2 * LG_D + 2 * ratio * LG_D + 2 * ratio) * 4 + 15) & ~(size_t)15;
+        I.off_bar = (int)o;
+        o += (size_t)(LG_IN_MAXST + 1) * 8;
+        I.off_red = (int)o;
+        o += 32 * 4;
+        if (o > (size_t)gi_smem) return 0;
+        dyn = o;
+    }
     if (!launch) return 1;
     lgdn_args L;
     memset(&L, 0, sizeof(L));
+    L.in = I;
     L.g = g;
     L.z = o.z;
     L.gain = o.g;
@@ -615,7 +668,14 @@ int lean_gdn(const void *gdn, int dk, const void *out, float *part, unsigned *cn
         L.lraw = fold->lraw;
         if (!cnt) { L.zx = fold->zx; L.zl = fold->zl; }
     }
-    ln_launch(fold ? (cnt ? k_lgdn<true> : fold->atom == 2 ? k_lgdn<true, 2> : k_lgdn<true, 1>) : k_lgdn<false>, g.HV * P, LG_THREADS, (size_t)R * 80 + (fold ? (size_t)NLR * 2 * LG_D : 0) + qact_smem_bytes(LG_D), pdl, st, L);
+    if (fold && fold->in) { /* clusters of 8 (sk_config: the split-K MoE's launch) */
+        cudaLaunchConfig_t cfg;
+        cudaLaunchAttribute at[2];
+        sk_config(&cfg, at, g.HV * P, dyn, st, pdl);
+        cudaLaunchKernelEx(&cfg, fold->atom == 2 ? k_lgdn<true, 2, true> : k_lgdn<true, 1, true>, L);
+        return 1;
+    }
+    ln_launch(fold ? (cnt ? k_lgdn<true> : fold->atom == 2 ? k_lgdn<true, 2> : k_lgdn<true, 1>) : k_lgdn<false>, g.HV * P, LG_THREADS, dyn, pdl, st, L);
     return 1;
 }
 
