@@ -259,9 +259,12 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
             asm volatile("prefetch.global.L2 [%0];" ::"l"(L.W.sc + ((size_t)(r0 + i) * nb + sb) * 16));
         }
         if (LG_BM)
-            for (int i = tid; i < 2 * L.NLR; i += LG_THREADS) {
-                int row = part * L.NLR + (i >> 1);
-                if (row < L.NL) asm volatile("prefetch.global.L2 [%0];" ::"l"(L.Bm + (size_t)row * L.W.cols + h * LG_D + 64 * (i & 1)));
+            for (int i = tid; i < 3 * L.NLR; i += LG_THREADS) { /* B's rows (2 lines), and W_r's for the x_old term (1) */
+                int row = part * L.NLR + i / 3, k = i % 3;
+                if (row >= L.NL) continue;
+                const void *p = k < 2 ? (const void *)(L.Bm + (size_t)row * L.W.cols + h * LG_D + 64 * k)
+                                      : (const void *)((row < L.E ? L.Wr + (size_t)row * L.W.rows : L.Ws) + h * 8 * L.tpr);
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
             }
     }
     /* the fold's x_old term: thread (logit row lr, lr + 512 / tpr; 8 columns c8 of head h's slice),
@@ -286,7 +289,9 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
         }
     };
     if (LG_BM && !IN) fold_xold();
-    if ((L.pre & 4) && tid < LG_D * LG_D * 4 / 128 / P) /* the head's state on its way into L2, a 1/P share per block */
+    /* the head's state on its way into L2, a 1/P share per block (IN: also for pre & 2, since its state
+     * registers are loaded only after the dots, the values not before the wait) */
+    if (((L.pre & 4) || (IN && (L.pre & 2))) && tid < LG_D * LG_D * 4 / 128 / P)
         asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)(g.S + (size_t)h * LG_D * LG_D) + 128 * ((size_t)part * (LG_D * LG_D * 4 / 128 / P) + tid)));
 #ifdef LN_GSTATE_Q /* diagnostic (session 21; results garbage): a block loads only the state columns it
                     * writes back (16 of 64 kB), zeros for the rest: what a step split by value columns
@@ -366,16 +371,17 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
             if (Wm.type == GT_BF16) v *= rn;
             if (lane < cl) sk_st_cluster(xb + lg_in_xb(0, ratio) + rank, (unsigned)lane, v);
         }
+        /* this thread's remote stores are done (release); the wait (acquire: every block's values in
+         * every exchange buffer) after the work below, which needs none of them */
+        sk_cluster_arrive();
         __syncthreads(); /* every warp is done with the ring: the W / B slices take its place */
         issue_w();
         if (LG_BM) issue_b();
+#pragma unroll
+        for (int t = 0; t < RPL; t++) s[t] = Sp[(size_t)t * LG_D]; /* in flight while the fold's term waits on its loads */
         if (LG_BM) fold_xold();
         if (ATOM && h == 0)
             for (int i = tid; i < R; i += LG_THREADS) xos[i] = L.xin[r0 + i];
-#pragma unroll
-        for (int t = 0; t < RPL; t++) s[t] = Sp[(size_t)t * LG_D];
-        /* every block's values in every exchange buffer (release / acquire: the remote stores) */
-        sk_cluster_arrive();
         sk_cluster_wait();
         ln_trace(L.tr, 46);
     }
