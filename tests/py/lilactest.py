@@ -2,7 +2,10 @@
 import os
 import pathlib
 import socket
+import subprocess
+import time
 
+import httpx
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -22,3 +25,34 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def start_serve(lilac, model_dir, tmp, args, tries=3):
+    """Starts `lilac serve -m model_dir --port P args` on a free port P and waits for /health; returns
+    (process, port, log file, log path). A port that another process took between free_port() and the
+    server's bind ("cannot listen") is retried on a new one, so that race cannot fail a test."""
+    for attempt in range(tries):
+        port = free_port()
+        log_path = tmp / f"serve-{port}.log"
+        log = open(log_path, "wb")
+        proc = subprocess.Popen([lilac, "serve", "-m", str(model_dir), "--port", str(port), *args],
+                                stdout=log, stderr=subprocess.STDOUT)
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if proc.poll() is not None:
+                log.close()
+                text = log_path.read_text()
+                if "cannot listen" in text and attempt + 1 < tries:
+                    break
+                raise RuntimeError("lilac serve exited: " + text)
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                    return proc, port, log, log_path
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        else:
+            proc.kill()
+            proc.wait()
+            log.close()
+            raise RuntimeError("lilac serve did not start")
+    raise RuntimeError("lilac serve: no port it could listen on")

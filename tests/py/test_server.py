@@ -20,7 +20,7 @@ import pytest
 openai = pytest.importorskip("openai")
 httpx = pytest.importorskip("httpx")
 
-from lilactest import free_port, shared  # noqa: E402
+from lilactest import free_port, shared, start_serve  # noqa: E402
 from chatmodel import TOOL_CALL, make_chat_model  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -41,22 +41,8 @@ class Server:
     """A `lilac serve` process; stderr goes to a file so the log can be inspected."""
 
     def __init__(self, model_dir, tmp, *args):
-        self.port = free_port()
+        self.proc, self.port, self.log, self.log_path = start_serve(LILAC, model_dir, tmp, args)
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log_path = tmp / f"serve-{self.port}.log"
-        self.log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen([LILAC, "serve", "-m", str(model_dir), "--port", str(self.port), *args],
-                                     stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError("lilac serve exited: " + self.log_path.read_text())
-            try:
-                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.1)
-        raise RuntimeError("lilac serve did not start")
 
     def stop(self, sig=signal.SIGTERM, timeout=30):
         if self.proc.poll() is None:
