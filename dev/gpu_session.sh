@@ -2,7 +2,7 @@
 # dev/gpu_session.sh — one batched GPU session: kernel lab, GPU tests, and `lilac bench`, each under
 # a timeout, logs into $OUT (the device tool's output folder) or ./gpu-out. Expects the binaries
 # built on the development machine next to it: lilac, gpu_test, lab/*.
-#   usage: gpu_session.sh [lab] [test|test-sk|test-cout|test-pack|test-gdnin|test-nosk] [bench-quick|bench-full] [profile]
+#   usage: gpu_session.sh [lab] [test|test-sk|test-cout|test-pack|test-gdnin|test-steps|test-nosk] [bench-quick|bench-full] [profile]
 cd "$(dirname "$0")"
 OUT=${OUT:-$PWD/gpu-out}
 export LILAC_SHARED=${LILAC_SHARED:-$PWD/shared}
@@ -22,6 +22,7 @@ for what in "$@"; do
     test-cout) echo "== gpu tests (the attention combine + out-projection, ATT_COUT)"; timeout 150 ./gpu_test --cout 2>&1 | tee "$OUT/gpu_test_cout.txt" ;;
     test-pack) echo "== gpu tests (the tile-packed MoE weights, MOE_PACK)"; timeout 150 ./gpu_test --pack 2>&1 | tee "$OUT/gpu_test_pack.txt" ;;
     test-gdnin) echo "== gpu tests (the in-projection inside the fused GDN launch, GDN_IN)"; timeout 200 ./gpu_test --gdnin 2>&1 | tee "$OUT/gpu_test_gdnin.txt" ;;
+    test-steps) echo "== gpu tests (several decode steps per graph launch, GRAPH_STEPS)"; timeout 150 ./gpu_test --steps 2>&1 | tee "$OUT/gpu_test_steps.txt" ;;
     test-nosk) echo "== gpu tests (without the split-K MoE's)"; GPU_TEST_NO_SK=1 timeout 480 ./gpu_test 2>&1 | tee "$OUT/gpu_test.txt" ;;
     test-quick) echo "== gpu tests (quick)"; timeout 200 ./gpu_test --quick 2>&1 | tee "$OUT/gpu_test.txt" ;;
     bench-quick) echo "== bench quick"; timeout 300 ./lilac bench --synthetic qwen3.6-35b-a3b --backend cuda --quick -o "$OUT/bench_quick" 2>&1 | tee "$OUT/bench_quick.txt" ;;

@@ -941,6 +941,16 @@ static void tests_gdn_in(void) {
     test_switch_same_bits("qwen3.6-35b-a3b-L4", 300, 8, "LILAC_CUDA_GDN_IN", "1", "0", "GDN_IN in a deterministic run (ignored)");
 }
 
+/* Several decode steps per graph launch in generate (LILAC_CUDA_GRAPH_STEPS, session 30): the same
+ * kernels in the same order, so the same bits in a deterministic run; 8 greedy tokens at 3 steps per
+ * graph are two 3-step launches and two single ones (a step lost, repeated or reading the wrong token
+ * shows in the tokens). Alone: `gpu_test --steps`. */
+static void tests_graph_steps(void) {
+    test_switch_same_bits("qwen3.6-35b-a3b-L4", 300, 8, "LILAC_CUDA_GRAPH_STEPS", "3", "1", "3 decode steps per graph launch");
+    test_switch_same_bits("tiny", 40, 8, "LILAC_CUDA_GRAPH_STEPS", "8", "1", "8 decode steps per graph launch");
+    test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_GRAPH_STEPS", "4", "1", "4 decode steps per graph launch (atomic forms)", 0);
+}
+
 int main(int argc, char **argv) {
     int quick = argc > 1 && !strcmp(argv[1], "--quick");
     if (cuda_device_count() < 1) {
@@ -954,6 +964,11 @@ int main(int argc, char **argv) {
     }
     if (argc > 1 && !strcmp(argv[1], "--gdnin")) {
         tests_gdn_in();
+        printf("# %d tests, %d failed\n", g_n, g_fail);
+        return g_fail ? 1 : 0;
+    }
+    if (argc > 1 && !strcmp(argv[1], "--steps")) {
+        tests_graph_steps();
         printf("# %d tests, %d failed\n", g_n, g_fail);
         return g_fail ? 1 : 0;
     }
@@ -998,6 +1013,7 @@ int main(int argc, char **argv) {
     unsetenv("LILAC_CUDA_KV");
     tests_moe_pack();
     tests_gdn_in();
+    tests_graph_steps();
     /* 1200 positions: 33 splits of 4-head blocks vs 66 of 8-head blocks, every split non-empty */
     test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_FD_FG", "4", "8", "4-head flash-decoding blocks", 1);
     test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_FD_MMA", "1", "0", "the tensor-core flash-decoding loop (q8 cache)", 1);

@@ -97,6 +97,7 @@ struct cu_seq {
     float *part_o, *part_ml;                      /* [max_splits][NH][HD], [max_splits][NH][2] */
     int CH, max_splits;
     cudaGraphExec_t graph;
+    cudaGraphExec_t graph_k;                      /* graph_steps decode steps in one graph (generate; NULL: none) */
     pk_params *pk;                                /* the persistent decode kernel's parameters (host; passed by value) */
     size_t bytes;
 };
@@ -179,6 +180,12 @@ struct cu_backend {
                                            * with gdn_atom; cu_init counts the layers that take it (0: off). Session 30,
                                            * written without a device, not yet run */
     int gdn_in_nst;                       /* its ring stages (LILAC_CUDA_GDN_IN_NST, 0: lean_gdn's default) */
+    int graph_steps;                      /* decode steps per graph launch in generate (LILAC_CUDA_GRAPH_STEPS, 1..64;
+                                           * default 1): K steps captured back to back in one graph, so that K - 1 of
+                                           * every K step boundaries are kernel boundaries inside a graph instead of a
+                                           * graph's end and the next one's start (session 30, not yet measured: a
+                                           * traced step's first entry to last done was ~48 µs shorter than the
+                                           * untraced time per token, session 26 call 4) */
     float *att_xl, *att_rl;               /* att_cout: each attention layer's residual [n_attn][H] and raw logits
                                            * [n_attn][E + 1], zeros when its launch starts (zeroed at load, then by
                                            * the attention launch before it, cyclically) */
@@ -1476,6 +1483,7 @@ static void cu_free(ll_backend *be) {
 static void seq_destroy(cu_seq *s) {
     if (!s) return;
     if (s->graph) cudaGraphExecDestroy(s->graph);
+    if (s->graph_k) cudaGraphExecDestroy(s->graph_k);
     ll_free(s->pk);
     cudaFree(s->d_pos);
     cudaFree(s->kv);
@@ -1823,6 +1831,24 @@ static ll_status ensure_graph(cu_backend *b, cu_seq *s) {
     e = cudaGraphInstantiate(&s->graph, g, 0);
     cudaGraphDestroy(g);
     if (e != cudaSuccess) { s->graph = NULL; return ll_err(LL_ERR_DEVICE, "cuda: instantiating the decode graph: %s", cudaGetErrorString(e)); }
+    return LL_OK;
+}
+
+/* The graph of b->graph_steps decode steps (generate's runs of that many tokens), where it applies:
+ * not for the persistent kernel's step or with the in-graph trace (its slots are per launch). */
+static ll_status ensure_graph_k(cu_backend *b, cu_seq *s) {
+    if (s->graph_k || b->graph_steps <= 1 || b->persist || b->ln_tr) return LL_OK;
+    cudaGraph_t g;
+    CU_TRY(cudaStreamBeginCapture(b->st, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < b->graph_steps; i++) decode_step(b, s, 1);
+    cudaError_t e = cudaStreamEndCapture(b->st, &g);
+    if (e != cudaSuccess) return ll_err(LL_ERR_DEVICE, "cuda: capturing the %d-step decode graph: %s", b->graph_steps, cudaGetErrorString(e));
+    e = cudaGraphInstantiate(&s->graph_k, g, 0);
+    cudaGraphDestroy(g);
+    if (e != cudaSuccess) {
+        s->graph_k = NULL;
+        return ll_err(LL_ERR_DEVICE, "cuda: instantiating the %d-step decode graph: %s", b->graph_steps, cudaGetErrorString(e));
+    }
     return LL_OK;
 }
 
@@ -2346,6 +2372,7 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
      * with gdn_atom only (cu_init), so never in a deterministic run */
     b->gdn_in = getenv("LILAC_CUDA_GDN_IN") && !b->moe_det ? atoi(getenv("LILAC_CUDA_GDN_IN")) == 1 : 0;
     b->gdn_in_nst = getenv("LILAC_CUDA_GDN_IN_NST") ? LL_MAX(0, atoi(getenv("LILAC_CUDA_GDN_IN_NST"))) : 0;
+    b->graph_steps = getenv("LILAC_CUDA_GRAPH_STEPS") ? LL_MAX(1, LL_MIN(64, atoi(getenv("LILAC_CUDA_GRAPH_STEPS")))) : 1;
     b->moe_sk = getenv("LILAC_CUDA_MOE_SK") && !b->moe_det ? atoi(getenv("LILAC_CUDA_MOE_SK")) == 1 : 0;
     b->sk_cap = getenv("LILAC_CUDA_MOE_SK_SMEM") ? (size_t)LL_MAX(0, atoi(getenv("LILAC_CUDA_MOE_SK_SMEM"))) * 1024 : 0;
     /* 2 (an experiment, not yet measured: session 12 wrote it after its device time): plain stores of
@@ -2443,8 +2470,12 @@ extern "C" ll_status cuda_backend_generate(ll_backend *be, ll_seq *sq, int32_t f
         *b->h_tok = first_token;
         CU_TRY(cudaMemcpyAsync(b->d_tok, b->h_tok, 4, cudaMemcpyHostToDevice, b->st));
     }
+    LL_TRY(ensure_graph_k(b, s));
     CU_TRY(cudaMemsetAsync(b->d_gen_n, 0, 4, b->st));
-    for (int32_t i = 0; i < n; i++) CU_TRY(cudaGraphLaunch(s->graph, b->st));
+    int32_t i = 0;
+    if (s->graph_k) /* runs of graph_steps tokens, then the rest one by one (the same kernels, the same bits) */
+        for (; i + b->graph_steps <= n; i += b->graph_steps) CU_TRY(cudaGraphLaunch(s->graph_k, b->st));
+    for (; i < n; i++) CU_TRY(cudaGraphLaunch(s->graph, b->st));
     if (out_tokens && n) CU_TRY(cudaMemcpyAsync(out_tokens, b->d_gen, (size_t)n * 4, cudaMemcpyDeviceToHost, b->st));
     CU_TRY(cudaStreamSynchronize(b->st));
     LL_TRY(pk_check(b));

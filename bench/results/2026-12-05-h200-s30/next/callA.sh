@@ -1,15 +1,18 @@
 #!/bin/bash
-# call A (carry [".cuda-wt/f.tar.xz"]; the record wants an H200, the rest runs anywhere): session 30's
-# LILAC_CUDA_GDN_IN=1 (never run before: the lab lgdn_in first, the kernel against the two launches it
-# replaces, bit for bit where it should be; then its GPU tests, under timeouts: a wrong cluster barrier
-# would hang), then the same-call A/B of the default against GDN_IN with ring depths 3 (its default),
-# 2 and 6, 2 rounds, then the record of the default without the suite.
+# call A (carry [".cuda-wt/f.tar.xz"]; any card: same-call ratios): session 30's two opt-ins, never run
+# before. The lab lgdn_in first (GDN_IN's kernel against the two launches it replaces, bit for bit where
+# it should be), then the GPU tests of GDN_IN and GRAPH_STEPS under timeouts (a wrong cluster barrier
+# would hang), then the same-call A/B at 4096/1024, 2 rounds: the default; GDN_IN with ring depths 3
+# (its default) and 6; 8 decode steps per graph launch; the token embedding table on the device
+# (LILAC_CUDA_EMBED_DEVICE=1, never measured since the early sessions); GDN_IN with 8 steps per graph.
 B=/tmp/b; mkdir -p $B; tar xJf .cuda-wt/f.tar.xz -C $B; cd $B
 export LD_LIBRARY_PATH=$B/lib
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv | tee $OUT/gpu.txt
 timeout 120 ./lab/lgdn_in 2>&1 | tee $OUT/lab_lgdn_in.txt
-./gpu_session.sh test-gdnin > $OUT/gpu_session_gdnin.txt 2>&1
-echo "gdnin: $(grep -E '^# .* tests' $OUT/gpu_test_gdnin.txt || echo 'no summary (hung or crashed)')"
-grep -E "not ok" $OUT/gpu_test_gdnin.txt | head -8
-V="new:lilac gin:lilac:LILAC_CUDA_GDN_IN=1 gin2:lilac:LILAC_CUDA_GDN_IN=1,LILAC_CUDA_GDN_IN_NST=2 gin6:lilac:LILAC_CUDA_GDN_IN=1,LILAC_CUDA_GDN_IN_NST=6" ROUNDS=2 DET=1 TO=60 bash $OLDPWD/dev/ab_bench.sh
+./gpu_session.sh test-gdnin test-steps > $OUT/gpu_session_new.txt 2>&1
+for t in gdnin steps; do
+  echo "$t: $(grep -E '^# .* tests' $OUT/gpu_test_$t.txt || echo 'no summary (hung or crashed)')"
+  grep -E "not ok" $OUT/gpu_test_$t.txt | head -6
+done
+V="new:lilac gin:lilac:LILAC_CUDA_GDN_IN=1 gin6:lilac:LILAC_CUDA_GDN_IN=1,LILAC_CUDA_GDN_IN_NST=6 k8:lilac:LILAC_CUDA_GRAPH_STEPS=8 emb:lilac:LILAC_CUDA_EMBED_DEVICE=1 gink8:lilac:LILAC_CUDA_GDN_IN=1,LILAC_CUDA_GRAPH_STEPS=8" ROUNDS=2 DET=1 TO=60 bash $OLDPWD/dev/ab_bench.sh
 mkdir -p $OUT/ab && mv $OUT/all.tgz $OUT/ab/
-SUITE=0 bash $OLDPWD/dev/record_bench.sh
