@@ -23,7 +23,7 @@ for what in "$@"; do
     test-pack) echo "== gpu tests (the tile-packed MoE weights, MOE_PACK)"; timeout 150 ./gpu_test --pack 2>&1 | tee "$OUT/gpu_test_pack.txt" ;;
     test-gdnin) echo "== gpu tests (the in-projection inside the fused GDN launch, GDN_IN)"; timeout 200 ./gpu_test --gdnin 2>&1 | tee "$OUT/gpu_test_gdnin.txt" ;;
     test-steps) echo "== gpu tests (several decode steps per graph launch, GRAPH_STEPS)"; timeout 150 ./gpu_test --steps 2>&1 | tee "$OUT/gpu_test_steps.txt" ;;
-    test-nosk) echo "== gpu tests (without the split-K MoE's)"; GPU_TEST_NO_SK=1 timeout 480 ./gpu_test 2>&1 | tee "$OUT/gpu_test.txt" ;;
+    test-nosk) echo "== gpu tests (without the split-K MoE's)"; GPU_TEST_NO_SK=1 timeout 570 ./gpu_test 2>&1 | tee "$OUT/gpu_test.txt" ;;
     test-quick) echo "== gpu tests (quick)"; timeout 200 ./gpu_test --quick 2>&1 | tee "$OUT/gpu_test.txt" ;;
     bench-quick) echo "== bench quick"; timeout 300 ./lilac bench --synthetic qwen3.6-35b-a3b --backend cuda --quick -o "$OUT/bench_quick" 2>&1 | tee "$OUT/bench_quick.txt" ;;
     bench-full) echo "== bench full"; timeout 420 ./lilac bench --synthetic qwen3.6-35b-a3b --backend cuda -o "$OUT/bench_full" 2>&1 | tee "$OUT/bench_full.txt" ;;

@@ -941,7 +941,8 @@ static void tests_gdn_in(void) {
     test_switch_same_bits("qwen3.6-35b-a3b-L4", 300, 8, "LILAC_CUDA_GDN_IN", "1", "0", "GDN_IN in a deterministic run (ignored)");
 }
 
-/* Several decode steps per graph launch in generate (LILAC_CUDA_GRAPH_STEPS, session 30): the same
+/* Several decode steps per graph launch in generate (LILAC_CUDA_GRAPH_STEPS, session 30), and the step's
+ * finish / embed kernels as programmatic dependents (LILAC_CUDA_STEP_PDL): the same
  * kernels in the same order, so the same bits in a deterministic run; 8 greedy tokens at 3 steps per
  * graph are two 3-step launches and two single ones (a step lost, repeated or reading the wrong token
  * shows in the tokens). Alone: `gpu_test --steps`. */
@@ -949,6 +950,11 @@ static void tests_graph_steps(void) {
     test_switch_same_bits("qwen3.6-35b-a3b-L4", 300, 8, "LILAC_CUDA_GRAPH_STEPS", "3", "1", "3 decode steps per graph launch");
     test_switch_same_bits("tiny", 40, 8, "LILAC_CUDA_GRAPH_STEPS", "8", "1", "8 decode steps per graph launch");
     test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_GRAPH_STEPS", "4", "1", "4 decode steps per graph launch (atomic forms)", 0);
+    /* the step's finish and (between steps of one graph) embedding as programmatic dependents */
+    test_switch_same_bits("qwen3.6-35b-a3b-L4", 300, 8, "LILAC_CUDA_STEP_PDL", "1", "0", "the finish kernel launched with PDL");
+    setenv("LILAC_CUDA_STEP_PDL", "1", 1);
+    test_switch_same_bits("qwen3.6-35b-a3b-L4", 300, 8, "LILAC_CUDA_GRAPH_STEPS", "3", "1", "3 steps per graph, embed and finish with PDL");
+    unsetenv("LILAC_CUDA_STEP_PDL");
 }
 
 int main(int argc, char **argv) {

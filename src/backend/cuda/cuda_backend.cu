@@ -180,6 +180,9 @@ struct cu_backend {
                                            * with gdn_atom; cu_init counts the layers that take it (0: off). Session 30,
                                            * written without a device, not yet run */
     int gdn_in_nst;                       /* its ring stages (LILAC_CUDA_GDN_IN_NST, 0: lean_gdn's default) */
+    int step_pdl;                         /* the decode step's k_finish (after the lm head) and, inside a multi-step graph,
+                                           * the next step's k_embed launched with PDL (LILAC_CUDA_STEP_PDL=1; session 30,
+                                           * not yet measured; the same bits) */
     int graph_steps;                      /* decode steps per graph launch in generate (LILAC_CUDA_GRAPH_STEPS, 1..64;
                                            * default 1): K steps captured back to back in one graph, so that K - 1 of
                                            * every K step boundaries are kernel boundaries inside a graph instead of a
@@ -975,7 +978,9 @@ static void layer_znext(cu_backend *b, int l, float **zx, float **zl) {
     LL_ASSERT(0); /* l itself is in the chain */
 }
 
-static void decode_step(cu_backend *b, cu_seq *s, int gen) {
+/* emb_pdl: this step follows another in the same graph (ensure_graph_k) and b->step_pdl is set: its
+ * embedding kernel is a programmatic dependent of that step's k_finish<true> */
+static void decode_step(cu_backend *b, cu_seq *s, int gen, int emb_pdl = 0) {
     const qwen_hparams &hp = b->hp;
     b->ln_n = 0;
     int H = hp.n_embd, HD = hp.head_dim, NH = hp.n_head, NKV = hp.n_head_kv;
@@ -983,7 +988,10 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
     int QK = HK * DK, CD = 2 * QK + HV * DV, E = hp.n_expert;
     float eps = hp.rms_eps;
     prof_begin(b);
-    k_embed<<<1, 128, 0, b->st>>>(b->tok_embd, b->d_tok, b->x, H, s->d_pos, b->inv_freq, hp.n_rot / 2, b->rope_cs);
+    if (emb_pdl && b->pdl) /* a later step of a multi-step graph: after the previous step's k_finish<true> */
+        launch_pdl(b, k_embed<true>, dim3(1), dim3(128), 0, b->tok_embd, (const int *)b->d_tok, b->x, H, (const int *)s->d_pos,
+                   (const float *)b->inv_freq, hp.n_rot / 2, b->rope_cs);
+    else k_embed<<<1, 128, 0, b->st>>>(b->tok_embd, b->d_tok, b->x, H, s->d_pos, b->inv_freq, hp.n_rot / 2, b->rope_cs);
     prof_end(b, "embed", H * 0.6, 0);
     int in_done = 0; /* this layer's input projection ran in the previous layer's fused MoE kernel */
     float *xc = b->x; /* the residual stream: b->x, or b->x2 after an odd number of router folds */
@@ -1263,7 +1271,8 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen) {
     f.argmax = b->d_argmax;
     launch_gemv(b, f, "lm_head_gemv", &b->q1, b->lean_head);
     prof_begin(b);
-    k_finish<<<1, 1, 0, b->st>>>(b->d_argmax, b->d_tok, s->d_pos, gen ? b->d_gen : NULL, b->d_gen_n, 1);
+    if (b->step_pdl && b->pdl) launch_pdl(b, k_finish<true>, dim3(1), dim3(1), 0, b->d_argmax, b->d_tok, s->d_pos, gen ? b->d_gen : (int *)NULL, b->d_gen_n, 1);
+    else k_finish<<<1, 1, 0, b->st>>>(b->d_argmax, b->d_tok, s->d_pos, gen ? b->d_gen : NULL, b->d_gen_n, 1);
     prof_end(b, "finish", 0, 0);
 }
 
@@ -1840,7 +1849,7 @@ static ll_status ensure_graph_k(cu_backend *b, cu_seq *s) {
     if (s->graph_k || b->graph_steps <= 1 || b->persist || b->ln_tr) return LL_OK;
     cudaGraph_t g;
     CU_TRY(cudaStreamBeginCapture(b->st, cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < b->graph_steps; i++) decode_step(b, s, 1);
+    for (int i = 0; i < b->graph_steps; i++) decode_step(b, s, 1, i > 0 && b->step_pdl);
     cudaError_t e = cudaStreamEndCapture(b->st, &g);
     if (e != cudaSuccess) return ll_err(LL_ERR_DEVICE, "cuda: capturing the %d-step decode graph: %s", b->graph_steps, cudaGetErrorString(e));
     e = cudaGraphInstantiate(&s->graph_k, g, 0);
@@ -2372,6 +2381,7 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
      * with gdn_atom only (cu_init), so never in a deterministic run */
     b->gdn_in = getenv("LILAC_CUDA_GDN_IN") && !b->moe_det ? atoi(getenv("LILAC_CUDA_GDN_IN")) == 1 : 0;
     b->gdn_in_nst = getenv("LILAC_CUDA_GDN_IN_NST") ? LL_MAX(0, atoi(getenv("LILAC_CUDA_GDN_IN_NST"))) : 0;
+    b->step_pdl = getenv("LILAC_CUDA_STEP_PDL") && atoi(getenv("LILAC_CUDA_STEP_PDL"));
     b->graph_steps = getenv("LILAC_CUDA_GRAPH_STEPS") ? LL_MAX(1, LL_MIN(64, atoi(getenv("LILAC_CUDA_GRAPH_STEPS")))) : 1;
     b->moe_sk = getenv("LILAC_CUDA_MOE_SK") && !b->moe_det ? atoi(getenv("LILAC_CUDA_MOE_SK")) == 1 : 0;
     b->sk_cap = getenv("LILAC_CUDA_MOE_SK_SMEM") ? (size_t)LL_MAX(0, atoi(getenv("LILAC_CUDA_MOE_SK_SMEM"))) * 1024 : 0;

@@ -15,8 +15,15 @@
  * for the flash-decoding blocks' RoPE (attn_dec_args.rope_cs): computed once per step here, off the
  * critical path, instead of by a warp of every block, where the sincosf chains of one head took
  * ~2.6 µs and the warp with the K row too ~5.7 µs of the kernel's prologue (session 15 trace) */
+/* PDL (LILAC_CUDA_STEP_PDL=1, session 30): launched with programmatic dependent launch after the previous
+ * step's k_finish<true> inside a multi-step graph; waits for it, then lets the first layer's kernel in */
+template <bool PDL = false>
 __global__ void k_embed(gmat E, const int *tok, float *X, int H, const int *pos = NULL, const float *fr = NULL, int half = 0,
                         float *cs = NULL) {
+    if (PDL) {
+        pdl_wait();
+        pdl_trigger();
+    }
     int t = blockIdx.x;
     long row = tok[t];
     for (int k0 = threadIdx.x * 16; k0 < H; k0 += blockDim.x * 16) {
@@ -46,7 +53,14 @@ __global__ void k_rmsnorm_rows(const float *X, const float *g, __nv_bfloat16 *Y,
 
 /* End of a decode step: record the token this step consumed (gen), next token = argmax, reset the
  * argmax slot, advance the position. */
+/* PDL: launched with programmatic dependent launch after the lm head (it enters while the head runs and
+ * waits for it), so that the step's end is not a full launch boundary (LILAC_CUDA_STEP_PDL=1) */
+template <bool PDL = false>
 __global__ void k_finish(unsigned long long *argmax, int *tok, int *pos, int *gen, int *gen_n, int adv) {
+    if (PDL) {
+        pdl_wait();
+        pdl_trigger();
+    }
     int t = argmax_row(*argmax);
     if (gen) { gen[*gen_n & 65535] = *tok; *gen_n += 1; }
     *argmax = 0ull;

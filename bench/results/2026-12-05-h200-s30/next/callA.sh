@@ -1,18 +1,14 @@
 #!/bin/bash
 # call A (carry [".cuda-wt/f.tar.xz"]; any card: same-call ratios): session 30's two opt-ins, never run
 # before. The lab lgdn_in first (GDN_IN's kernel against the two launches it replaces, bit for bit where
-# it should be), then the GPU tests of GDN_IN and GRAPH_STEPS under timeouts (a wrong cluster barrier
-# would hang), then the same-call A/B at 4096/1024, 2 rounds: the default; GDN_IN with ring depths 3
-# (its default) and 6; 8 decode steps per graph launch; the token embedding table on the device
-# (LILAC_CUDA_EMBED_DEVICE=1, never measured since the early sessions); GDN_IN with 8 steps per graph.
+# it should be), then the same-call A/B at 4096/1024, 2 rounds, with every variant's --deterministic
+# digest first (GRAPH_STEPS and STEP_PDL act there too: the digest must not move): the default; GDN_IN
+# with ring depths 3 (its default) and 6; 8 decode steps per graph launch, without and with STEP_PDL;
+# the token embedding table on the device (LILAC_CUDA_EMBED_DEVICE=1, never measured since the early
+# sessions); GDN_IN with 8 steps per graph. Their GPU tests (--gdnin, --steps) are in call C's suite.
 B=/tmp/b; mkdir -p $B; tar xJf .cuda-wt/f.tar.xz -C $B; cd $B
 export LD_LIBRARY_PATH=$B/lib
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv | tee $OUT/gpu.txt
 timeout 120 ./lab/lgdn_in 2>&1 | tee $OUT/lab_lgdn_in.txt
-./gpu_session.sh test-gdnin test-steps > $OUT/gpu_session_new.txt 2>&1
-for t in gdnin steps; do
-  echo "$t: $(grep -E '^# .* tests' $OUT/gpu_test_$t.txt || echo 'no summary (hung or crashed)')"
-  grep -E "not ok" $OUT/gpu_test_$t.txt | head -6
-done
-V="new:lilac gin:lilac:LILAC_CUDA_GDN_IN=1 gin6:lilac:LILAC_CUDA_GDN_IN=1,LILAC_CUDA_GDN_IN_NST=6 k8:lilac:LILAC_CUDA_GRAPH_STEPS=8 emb:lilac:LILAC_CUDA_EMBED_DEVICE=1 gink8:lilac:LILAC_CUDA_GDN_IN=1,LILAC_CUDA_GRAPH_STEPS=8" ROUNDS=2 DET=1 TO=60 bash $OLDPWD/dev/ab_bench.sh
+V="new:lilac gin:lilac:LILAC_CUDA_GDN_IN=1 gin6:lilac:LILAC_CUDA_GDN_IN=1,LILAC_CUDA_GDN_IN_NST=6 k8:lilac:LILAC_CUDA_GRAPH_STEPS=8 k8p:lilac:LILAC_CUDA_GRAPH_STEPS=8,LILAC_CUDA_STEP_PDL=1 emb:lilac:LILAC_CUDA_EMBED_DEVICE=1 gink8:lilac:LILAC_CUDA_GDN_IN=1,LILAC_CUDA_GRAPH_STEPS=8" ROUNDS=2 DET=1 TO=60 bash $OLDPWD/dev/ab_bench.sh
 mkdir -p $OUT/ab && mv $OUT/all.tgz $OUT/ab/
