@@ -934,6 +934,9 @@ static void tests_gdn_in(void) {
     setenv("LILAC_CUDA_GDN_IN_NST", "6", 1);
     test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_GDN_IN", "1", "0", "GDN_IN with every tile requested before the wait", 0);
     unsetenv("LILAC_CUDA_GDN_IN_NST");
+    setenv("LILAC_CUDA_GDN_IN_WPRE", "1", 1);
+    test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_GDN_IN", "1", "0", "GDN_IN with the W_out / B slices before the wait", 0);
+    unsetenv("LILAC_CUDA_GDN_IN_WPRE");
     setenv("LILAC_CUDA_GDN_ATOM", "2", 1);
     test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_GDN_IN", "1", "0", "GDN_IN beside four-float atomics", 0);
     unsetenv("LILAC_CUDA_GDN_ATOM");

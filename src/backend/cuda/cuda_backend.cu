@@ -180,6 +180,7 @@ struct cu_backend {
                                            * with gdn_atom; cu_init counts the layers that take it (0: off). Session 30,
                                            * written without a device, not yet run */
     int gdn_in_nst;                       /* its ring stages (LILAC_CUDA_GDN_IN_NST, 0: lean_gdn's default) */
+    int gdn_in_wpre;                      /* its W_out / B slices before the wait in their own place (LILAC_CUDA_GDN_IN_WPRE=1) */
     int step_pdl;                         /* the decode step's k_finish (after the lm head) and, inside a multi-step graph,
                                            * the next step's k_embed launched with PDL (LILAC_CUDA_STEP_PDL=1; session 30,
                                            * not yet measured; the same bits) */
@@ -1059,6 +1060,7 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen, int emb_pdl = 0) {
                     if (b->gdn_in && b->gdn_atom) { /* the in-projection inside that launch where the shapes allow */
                         fo.in = &pl.in;
                         fo.in_nst = b->gdn_in_nst;
+                        fo.in_wpre = b->gdn_in_wpre;
                         if (!lean_gdn(&g, DK, &pl.out, b->gdn_part, NULL, 3, 0, b->st, NULL, 0, &fo)) fo.in = NULL;
                     }
                 }
@@ -2250,7 +2252,7 @@ static ll_status cu_init(cu_backend *b) {
             gdn_args g = {b->qkv, b->ab, b->ab + HV, 0, L.conv, b->x, b->x, L.dt_bias, L.ssm_a, b->o, (const int *)b->x, 1, hp.gdn_n_k_heads,
                           HV, hp.gdn_v_dim, hp.gdn_v_tiled};
             lean_fold fo = {L.fold_B, L.router.q, hp.n_ff_shexp ? L.shgate.q : NULL, L.ffn_norm, hp.n_expert, b->x, b->rl, b->x, b->moe_w,
-                            b->gdn_atom, &pl.in, b->gdn_in_nst};
+                            b->gdn_atom, &pl.in, b->gdn_in_nst, b->gdn_in_wpre};
             n += L.fold_B && lean_gdn(&g, hp.gdn_k_dim, &pl.out, b->gdn_part, NULL, 3, 0, b->st, NULL, 0, &fo);
         }
         b->gdn_in = n;
@@ -2380,6 +2382,7 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     /* session 30: the GDN layer's in-projection inside its fused launch, opt-in (not yet run on a device);
      * with gdn_atom only (cu_init), so never in a deterministic run */
     b->gdn_in = getenv("LILAC_CUDA_GDN_IN") && !b->moe_det ? atoi(getenv("LILAC_CUDA_GDN_IN")) == 1 : 0;
+    b->gdn_in_wpre = getenv("LILAC_CUDA_GDN_IN_WPRE") && atoi(getenv("LILAC_CUDA_GDN_IN_WPRE"));
     b->gdn_in_nst = getenv("LILAC_CUDA_GDN_IN_NST") ? LL_MAX(0, atoi(getenv("LILAC_CUDA_GDN_IN_NST"))) : 0;
     b->step_pdl = getenv("LILAC_CUDA_STEP_PDL") && atoi(getenv("LILAC_CUDA_STEP_PDL"));
     b->graph_steps = getenv("LILAC_CUDA_GRAPH_STEPS") ? LL_MAX(1, LL_MIN(64, atoi(getenv("LILAC_CUDA_GRAPH_STEPS")))) : 1;

@@ -86,6 +86,9 @@ struct lgdn_in {
     float eps;
     int nst, stage;     /* ring stages of `stage` bytes (a tile of LG_IN_TR rows of the widest type) */
     int tpb;            /* tiles per block: (16 + 16 ratio) / (ratio P) */
+    int wpre, off_ring; /* wpre: the W / B slices in their own place, requested before the wait as k_lgdn does, the
+                         * ring after them at off_ring (~58 KB more: no MoE block fits beside it;
+                         * LILAC_CUDA_GDN_IN_WPRE=1); else the ring at 0 and the slices after the dots */
     int off_x, off_mini, off_xb, off_bar, off_red; /* dynamic shared memory: x̂'s qact, the b / a row (4 KB),
                          * the exchange buffer (256 + 258 ratio floats), nst + 1 mbarriers, 32 floats */
 };
@@ -229,7 +232,7 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
         int seg;
         long row0;
         in_tile(i, &seg, &row0);
-        ln_copy_rows(L.in.W[seg], row0, LG_IN_TR, LG_IN_TR, sm + (size_t)(i % L.in.nst) * L.in.stage, ibar + i % L.in.nst, true);
+        ln_copy_rows(L.in.W[seg], row0, LG_IN_TR, LG_IN_TR, sm + L.in.off_ring + (size_t)(i % L.in.nst) * L.in.stage, ibar + i % L.in.nst, true);
     };
     if constexpr (IN) {
         if (tid == 0) {
@@ -253,8 +256,12 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
 #endif
     if (!IN && (L.pre & 1)) issue_w();
     if (!IN && LG_BM && (L.pre & 8)) issue_b();
+    if (IN && L.in.wpre) {
+        issue_w();
+        if (LG_BM) issue_b();
+    }
     if constexpr (IN) { /* the W / B slices go where the ring is: asked of the L2 now, copied after the tiles */
-        for (int i = tid; i < R; i += LG_THREADS) {
+        for (int i = tid; i < R && !L.in.wpre; i += LG_THREADS) {
             asm volatile("prefetch.global.L2 [%0];" ::"l"(L.W.q + ((size_t)(r0 + i) * nb + sb) * 128 + 64 * half));
             asm volatile("prefetch.global.L2 [%0];" ::"l"(L.W.sc + ((size_t)(r0 + i) * nb + sb) * 16));
         }
@@ -343,7 +350,7 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
                 ln_act_scale(A, rn);
                 act_t = Wi.type;
             }
-            float v = ln_dot_tile(Wi.type, sm + (size_t)(i % NST) * L.in.stage, LG_IN_TR, pa.K, w, lane, A, Qx.xf);
+            float v = ln_dot_tile(Wi.type, sm + L.in.off_ring + (size_t)(i % NST) * L.in.stage, LG_IN_TR, pa.K, w, lane, A, Qx.xf);
             for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
             if (lane < cl) sk_st_cluster(xb + xo + w, (unsigned)lane, v);
             if (i + NST < L.in.tpb) { /* the same in every thread */
@@ -374,9 +381,11 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
         /* this thread's remote stores are done (release); the wait (acquire: every block's values in
          * every exchange buffer) after the work below, which needs none of them */
         sk_cluster_arrive();
-        __syncthreads(); /* every warp is done with the ring: the W / B slices take its place */
-        issue_w();
-        if (LG_BM) issue_b();
+        if (!L.in.wpre) {
+            __syncthreads(); /* every warp is done with the ring: the W / B slices take its place */
+            issue_w();
+            if (LG_BM) issue_b();
+        }
 #pragma unroll
         for (int t = 0; t < RPL; t++) s[t] = Sp[(size_t)t * LG_D]; /* in flight while the fold's term waits on its loads */
         if (LG_BM) fold_xold();

@@ -621,8 +621,11 @@ int lean_gdn(const void *gdn, int dk, const void *out, float *part, unsigned *cn
         I.tpb = (16 + 16 * ratio) / cl;
         I.stage = (int)(LG_IN_TR * rb);
         I.nst = ln_min(I.tpb, ln_min(LG_IN_MAXST, fold->in_nst > 0 ? fold->in_nst : 3));
-        /* [ring (its start later the W / B slices and y's qact)][x̂'s qact][b / a row][exchange][bars][red] */
-        size_t o = ln_maxz((size_t)I.nst * I.stage, dyn);
+        /* [ring (its start later the W / B slices and y's qact)][x̂'s qact][b / a row][exchange][bars][red], or
+         * with wpre [W / B slices, y's qact][ring][x̂'s qact]... */
+        I.wpre = fold->in_wpre != 0;
+        I.off_ring = I.wpre ? (int)((dyn + 15) & ~(size_t)15) : 0;
+        size_t o = I.wpre ? (size_t)I.off_ring + (size_t)I.nst * I.stage : ln_maxz((size_t)I.nst * I.stage, dyn);
         o = (o + 15) & ~(size_t)15;
         I.off_x = (int)o;
         o += (qact_smem_bytes(H) + 15) & ~(size_t)15;

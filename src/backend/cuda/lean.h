@@ -137,9 +137,10 @@ struct lean_fold {
     /* NULL, or the layer's input projection in the same launch (k_lgdn<true, ATOM, true>, session 30,
      * LILAC_CUDA_GDN_IN=1; atomic form only): its gemv_args (the RMSNorm prologue of x = xin; the
      * segments qkv, z, b, a as gemv_add gave them), whose outputs are then never stored: the step
-     * reads them from the k-head's cluster. in_nst: ring stages (0: the default, 3) */
+     * reads them from the k-head's cluster. in_nst: ring stages (0: the default, 3); in_wpre: the W_out / B
+     * slices requested before the wait into their own shared memory (else into the ring after the dots) */
     const void *in;
-    int in_nst;
+    int in_nst, in_wpre;
 };
 size_t lean_gdn_part_floats(int HV, int H, int NL);
 /* The attention layer's split combine + out-projection + router fold in one launch split by head
