@@ -28,7 +28,8 @@ for n in libcjson.so.1 libutf8proc.so.2 libmicrohttpd.so.12 libgnutls.so.30 libi
     f=$(ldd "$B/lilac" | awk -v n="$n" '$1 == n {print $3}')
     [ -n "$f" ] && cp -L "$f" "$W/lib/"
 done
-[ -z "${MIN:-}" ] && cp -r "$S/fixtures/tiny" "$S/fixtures/small" "$W/shared/fixtures/"
+# NOFIX=1: without the fixtures (tests of synthetic models only, e.g. gpu_test --cout)
+[ -z "${MIN:-}" ] && [ -z "${NOFIX:-}" ] && cp -r "$S/fixtures/tiny" "$S/fixtures/small" "$W/shared/fixtures/"
 XZ_OPT=${XZ_OPT:--9} tar cJf .cuda-wt/b.tar.xz -C "$W" .  # -9: the bundle must leave room under the 64 MiB carry limit
 rm -rf "$W"
 ls -la .cuda-wt/b.tar.xz

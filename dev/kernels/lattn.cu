@@ -104,8 +104,10 @@ int main() {
     CK(cudaMemcpy(d_Wr, Wr.data(), Wr.size() * 2, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(d_Ws, Ws.data(), Ws.size() * 2, cudaMemcpyHostToDevice));
     int fails = 0;
-    for (int v4 = 0; v4 < 2; v4++) {
-        lean_attn a = {d_po, d_ml, d_qg, d_pos, NS, 0, XS, NH, HD, &W, d_xin, d_x, d_B, d_Wr, d_Ws, d_gf, E, d_l, d_zx, d_zl, v4};
+    for (int v = 0; v < 4; v++) { /* scalar / v4 reductions, x_old term before / after the wait (XL) */
+        int v4 = v & 1, xl = v >> 1;
+        const char *vn[4] = {"scalar", "v4", "xl", "xl-v4"};
+        lean_attn a = {d_po, d_ml, d_qg, d_pos, NS, 0, XS, NH, HD, &W, d_xin, d_x, d_B, d_Wr, d_Ws, d_gf, E, d_l, d_zx, d_zl, v4, xl};
         CK(cudaMemset(d_x, 0, H * 4));
         CK(cudaMemset(d_l, 0, NL * 4));
         CK(cudaMemset(d_zx, 0x7f, H * 4)); /* garbage the launch must zero */
@@ -128,9 +130,9 @@ int main() {
         bool ok = ex < 2e-2 && el < 1e-4 && nz == 0;
         fails += !ok;
         printf("lattn %-7s %s  W_o y rel.err %.2e (max |d| %.2e)  logits rel.err %.2e (max |d| %.2e)  next buffers: %d not zero\n",
-               v4 ? "v4" : "scalar", ok ? "OK  " : "FAIL", ex, mx, el, ml2, nz);
+               vn[v], ok ? "OK  " : "FAIL", ex, mx, el, ml2, nz);
         float us = lab_graph_us(st, [&](int) { lean_attn_out(&a, 1, st, NULL, 1); }, 100);
-        printf("lattn %-7s %7.2f us per launch (a chain of 100 in a PDL graph; %d SMs)\n", v4 ? "v4" : "scalar", us, nsm);
+        printf("lattn %-7s %7.2f us per launch (a chain of 100 in a PDL graph; %d SMs)\n", vn[v], us, nsm);
         fflush(stdout);
     }
     return fails ? 1 : 0;

@@ -171,9 +171,11 @@ struct cu_backend {
                                            * memory, ~12 GB on the 35B: the planes stay for prefill); same bits */
     int att_cout;                         /* the attention layers' combine + out-projection + router fold as one launch
                                            * split by head, atomics into zeroed buffers (k_lattn.cuh, lean_attn_out):
-                                           * opt-in LILAC_CUDA_ATT_COUT=1 (2: four-float reductions), never with
-                                           * --deterministic; session 28,
-                                           * written without a device, not yet measured */
+                                           * LILAC_CUDA_ATT_COUT=1 the default since session 29 (+7..8 tok/s on an H100;
+                                           * 0 off, 2: four-float reductions), never with --deterministic */
+    int cout_xl;                          /* att_cout: the router's x_old term after the wait, its operands (and the
+                                           * gate) by cp.async, so nothing but requests precedes the wait
+                                           * (LILAC_CUDA_COUT_XL; k_lattn_out<V4, true>; session 31) */
     int gdn_in;                           /* GDN layers with the input projection inside the fused GDN launch (k_lgdn<true,
                                            * ATOM, true>: clusters of 8 blocks per k-head exchange the projection's
                                            * outputs through distributed shared memory): opt-in LILAC_CUDA_GDN_IN=1, only
@@ -1139,7 +1141,7 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen, int emb_pdl = 0) {
                 float *zx = NULL, *zl = NULL;
                 layer_znext(b, l, &zx, &zl);
                 lean_attn la = {s->part_o, s->part_ml, b->qg, s->d_pos, da.nsplit, da.minpos, da.xs, NH, HD, &L.wo, xold, cx,
-                                L.fold_B, L.router.q, hp.n_ff_shexp ? L.shgate.q : NULL, L.ffn_norm, E, crl, zx, zl, b->att_cout == 2};
+                                L.fold_B, L.router.q, hp.n_ff_shexp ? L.shgate.q : NULL, L.ffn_norm, E, crl, zx, zl, b->att_cout == 2, b->cout_xl};
                 prof_end(b, "attn.decode", (double)(s->pos + 1) * NKV * HD * 4, 0);
                 prof_begin(b);
                 int ok = lean_attn_out(&la, b->pdl, b->st, ln_slot(b, "attn.cout"), 1);
@@ -2378,6 +2380,7 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
      * deterministic runs */
     b->att_cout = b->moe_det ? 0 : getenv("LILAC_CUDA_ATT_COUT") ? atoi(getenv("LILAC_CUDA_ATT_COUT")) : 1;
     if (b->att_cout != 1 && b->att_cout != 2) b->att_cout = 0; /* 2: x's rows as four-float reductions */
+    b->cout_xl = getenv("LILAC_CUDA_COUT_XL") ? atoi(getenv("LILAC_CUDA_COUT_XL")) != 0 : 0;
     /* session 26: the decode MoE as one split-K launch, opt-in: correct but 22 % slower at 4K (bench/results/2026-12-07-h200-s26 call 2); never in a deterministic run */
     /* session 30: the GDN layer's in-projection inside its fused launch, opt-in (not yet run on a device);
      * with gdn_atom only (cu_init), so never in a deterministic run */

@@ -74,17 +74,26 @@ struct lattn_args {
 };
 
 /* dynamic shared memory: W slice (R x 144), B slice (NLR x 512), the merge's group sums [8][256], the
- * splits' weights [LA_MAXS], then the q8 activation of 256 values */
-__host__ __device__ static inline size_t lattn_smem(int R, int NLR) {
-    return (size_t)R * 144 + (size_t)NLR * 2 * LA_HD + (size_t)LA_GROUPS * LA_HD * 4 + (size_t)LA_MAXS * 4 + qact_smem_bytes(LA_HD);
+ * splits' weights [LA_MAXS], then the q8 activation of 256 values; XL adds the router rows' head-h
+ * columns (NLR x CPH BF16), x_old's and the norm gain's head-h columns (CPH floats each) and the output
+ * gate's pre-activation (LA_HD floats). CPH = H / NH columns per head. */
+__host__ __device__ static inline size_t lattn_smem(int R, int NLR, bool XL = false, int CPH = 0) {
+    size_t b = (size_t)R * 144 + (size_t)NLR * 2 * LA_HD + (size_t)LA_GROUPS * LA_HD * 4 + (size_t)LA_MAXS * 4 + qact_smem_bytes(LA_HD);
+    return XL ? b + (size_t)NLR * CPH * 2 + (size_t)CPH * 8 + (size_t)LA_HD * 4 : b;
 }
 
-/* V4 (LILAC_CUDA_ATT_COUT=2): x's rows four per red.global.add.v4.f32, a quarter of the operations */
-template <bool V4 = false>
+/* V4 (LILAC_CUDA_ATT_COUT=2): x's rows four per red.global.add.v4.f32, a quarter of the operations.
+ * XL (LILAC_CUDA_COUT_XL=1; session 31): nothing before the wait but the zeros and cp.async requests.
+ * The router rows' x_old term (step 3) is computed after the wait from shared memory, beside B_h y, and
+ * the output gate and head 0's x_old rows arrive by cp.async too. Why: the blocks enter only as flash
+ * decoding's leave (registers), and step 3's global loads (x_old, then the router rows in two dependent
+ * passes from DRAM, then the gate) held the last block's wait ~6.5 µs past flash decoding's end (H100
+ * trace, session 31: "gap" 6.55 against 0.5-1.3 for the other kernels). */
+template <bool V4 = false, bool XL = false>
 __global__ void __launch_bounds__(LA_THREADS, 2) k_lattn_out(const __grid_constant__ lattn_args L) {
     extern __shared__ __align__(16) unsigned char sm[];
     __shared__ float la[LA_MAXNLR];  /* x_old term of the part's logit rows over head h's columns */
-    __shared__ float xos[LA_MAXR];   /* head 0's blocks: x_old of the part's rows */
+    __shared__ __align__(16) float xos[LA_MAXR]; /* head 0's blocks: x_old of the part's rows */
     __shared__ float inv_den;        /* 1 / the splits' weighted sum */
     ln_trace(L.tr, 0);
     int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
@@ -96,6 +105,10 @@ __global__ void __launch_bounds__(LA_THREADS, 2) k_lattn_out(const __grid_consta
     float *xf, *dx, *s16;
     int8_t *xq;
     qact_carve((unsigned char *)(wts + LA_MAXS), LA_HD, &xf, &xq, &dx, &s16);
+    const int CPH = 8 * L.tpr; /* head h's columns of x (H / NH) */
+    /* XL: [NLR][CPH] BF16 router rows, [CPH] x_old, [CPH] gain, [LA_HD] gate pre-activation */
+    unsigned char *twr = (unsigned char *)(wts + LA_MAXS) + qact_smem_bytes(LA_HD);
+    float *txo = (float *)(twr + (size_t)L.NLR * CPH * 2), *tgf = txo + CPH, *tgt = tgf + CPH;
 
     /* 1. the next chain layer's buffers (cuda_backend.cu layer_znext): zeros (nobody reads or adds to
      * them until its launch) */
@@ -113,9 +126,25 @@ __global__ void __launch_bounds__(LA_THREADS, 2) k_lattn_out(const __grid_consta
         bool ok = row < L.NL;
         cp_async16(tb + 16 * i, L.Bm + (ok ? (size_t)row * L.W.cols + h * LA_HD + 8 * (i & 31) : 0), ok ? 16 : 0);
     }
+    if (XL) { /* 3'. the x_old term's operands and the gate, for after the wait */
+        int cr = CPH / 8; /* 16-byte pieces per router row slice */
+        for (int i = tid; i < cr * L.NLR; i += LA_THREADS) {
+            int row = i / cr, j = i % cr, gi = part * L.NLR + row;
+            bool ok = gi < L.NL;
+            const __nv_bfloat16 *src = ok ? (gi < L.E ? L.Wr + (size_t)gi * H : L.Ws) + h * CPH + 8 * j : L.Wr;
+            cp_async16(twr + (size_t)row * CPH * 2 + 16 * j, src, ok ? 16 : 0);
+        }
+        for (int i = tid; i < CPH / 4; i += LA_THREADS) {
+            cp_async16(txo + 4 * i, L.xin + h * CPH + 4 * i, 16);
+            cp_async16(tgf + 4 * i, L.gf + h * CPH + 4 * i, 16);
+        }
+        if (tid < LA_HD / 4) cp_async16(tgt + 4 * tid, L.qg + (size_t)h * 2 * LA_HD + LA_HD + 4 * tid, 16);
+        if (h == 0)
+            for (int i = tid; i < R / 4; i += LA_THREADS) cp_async16(xos + 4 * i, L.xin + r0 + 4 * i, 16);
+    }
     cp_async_commit();
     /* 3. the x_old term: thread (logit row lr, + 512 / tpr, ...; 8 columns c8 of head h's H / NH) */
-    {
+    if (!XL) {
         int tpr = L.tpr, lr = tid / tpr, c8 = tid % tpr, col = h * 8 * tpr + 8 * c8;
         float4 x0 = *(const float4 *)(L.xin + col), x1 = *(const float4 *)(L.xin + col + 4);
         float4 g0 = *(const float4 *)(L.gf + col), g1 = *(const float4 *)(L.gf + col + 4);
@@ -128,10 +157,10 @@ __global__ void __launch_bounds__(LA_THREADS, 2) k_lattn_out(const __grid_consta
             if (c8 == 0 && row < L.NLR) la[row] = t;
         }
     }
-    if (h == 0)
+    if (!XL && h == 0)
         for (int i = tid; i < R; i += LA_THREADS) xos[i] = L.xin[r0 + i];
     float4 gt = make_float4(0.0f, 0.0f, 0.0f, 0.0f); /* warps 0-1: the gate of dims 4 tid .. 4 tid + 3 */
-    if (tid < LA_HD / 4) {
+    if (!XL && tid < LA_HD / 4) {
         float4 gq = *(const float4 *)(L.qg + (size_t)h * 2 * LA_HD + LA_HD + 4 * tid);
         gt = make_float4(sigmoid_f(gq.x), sigmoid_f(gq.y), sigmoid_f(gq.z), sigmoid_f(gq.w));
     }
@@ -183,7 +212,12 @@ __global__ void __launch_bounds__(LA_THREADS, 2) k_lattn_out(const __grid_consta
     }
     /* (mls, in red's space, was read by warp 0 before the barrier above) */
     *(float4 *)(red + g * LA_HD + 4 * dq) = acc;
+    if (XL) cp_async_wait<0>(); /* the gate (step 5) and the x_old term's operands (step 6) */
     __syncthreads();
+    if (XL && tid < LA_HD / 4) {
+        float4 gq = *(const float4 *)(tgt + 4 * tid);
+        gt = make_float4(sigmoid_f(gq.x), sigmoid_f(gq.y), sigmoid_f(gq.z), sigmoid_f(gq.w));
+    }
     /* 5. y = merged / den * gate, quantized by warps 0-1 (8 lanes a 32-dim group, as the plain
      * prologue of the out-projection does) */
     if (tid < LA_HD / 4) {
@@ -205,8 +239,16 @@ __global__ void __launch_bounds__(LA_THREADS, 2) k_lattn_out(const __grid_consta
     for (int r = w; r < L.NLR; r += LA_THREADS / 32) {
         float4 y0 = *(const float4 *)(xf + 8 * lane), y1 = *(const float4 *)(xf + 8 * lane + 4);
         float yv[8] = {y0.x, y0.y, y0.z, y0.w, y1.x, y1.y, y1.z, y1.w};
-        float t = warp_sum(bf16x8_fma(*(const uint4 *)(tb + (size_t)r * 2 * LA_HD + 16 * lane), yv, 0.0f));
-        if (lane == 0 && part * L.NLR + r < L.NL) atomicAdd(L.lraw + part * L.NLR + r, la[r] + t);
+        float t = bf16x8_fma(*(const uint4 *)(tb + (size_t)r * 2 * LA_HD + 16 * lane), yv, 0.0f);
+        if (XL) /* the x_old term: W_r's head-h columns of row r times (x_old g) there */
+            for (int j = lane; j < CPH / 8; j += 32) {
+                float4 x0 = *(const float4 *)(txo + 8 * j), x1 = *(const float4 *)(txo + 8 * j + 4);
+                float4 g0 = *(const float4 *)(tgf + 8 * j), g1 = *(const float4 *)(tgf + 8 * j + 4);
+                float xg[8] = {x0.x * g0.x, x0.y * g0.y, x0.z * g0.z, x0.w * g0.w, x1.x * g1.x, x1.y * g1.y, x1.z * g1.z, x1.w * g1.w};
+                t = bf16x8_fma(*(const uint4 *)(twr + (size_t)r * CPH * 2 + 16 * j), xg, t);
+            }
+        t = warp_sum(t);
+        if (lane == 0 && part * L.NLR + r < L.NL) atomicAdd(L.lraw + part * L.NLR + r, (XL ? 0.0f : la[r]) + t);
     }
     ln_trace(L.tr, 41);
     /* 7. W_o's rows: thread (row, chunk cc of the 4 in the super-block), the row's 4 chunks summed

@@ -131,9 +131,11 @@ cudaError_t lean_init(size_t smem_cap, int carveout, int pad, int npre, int pair
             sk_ok = 0;
     /* the attention combine + out-projection (k_lattn.cuh): its largest plan; refused: left off */
     la_ok = 1;
-    for (int i = 0; i < 2; i++) {
-        const void *k = i ? (const void *)k_lattn_out<true> : (const void *)k_lattn_out<false>;
-        if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)lattn_smem(LA_MAXR, LA_MAXNLR)) != cudaSuccess ||
+    for (int i = 0; i < 4; i++) {
+        const void *ks[4] = {(const void *)k_lattn_out<false>, (const void *)k_lattn_out<true>, (const void *)k_lattn_out<false, true>,
+                             (const void *)k_lattn_out<true, true>};
+        const void *k = ks[i];
+        if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)lattn_smem(LA_MAXR, LA_MAXNLR, true, 256)) != cudaSuccess ||
             (carveout != 0 && cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, 100) != cudaSuccess))
             la_ok = 0;
     }
@@ -722,7 +724,9 @@ int lean_attn_out(const lean_attn *a, int pdl, cudaStream_t st, unsigned long lo
     L.zx = a->zx;
     L.zl = a->zl;
     L.tr = tr;
-    ln_launch(a->v4 ? k_lattn_out<true> : k_lattn_out<false>, NH * P, LA_THREADS, lattn_smem(R, NLR), pdl, st, L);
+    size_t smem = lattn_smem(R, NLR, a->xl != 0, 8 * tpr);
+    if (a->xl) ln_launch(a->v4 ? k_lattn_out<true, true> : k_lattn_out<false, true>, NH * P, LA_THREADS, smem, pdl, st, L);
+    else ln_launch(a->v4 ? k_lattn_out<true> : k_lattn_out<false>, NH * P, LA_THREADS, smem, pdl, st, L);
     return 1;
 }
 

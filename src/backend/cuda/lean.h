@@ -162,6 +162,7 @@ struct lean_attn {
     int E;
     float *lraw, *zx, *zl;
     int v4;                        /* x's rows four per red.global.add.v4.f32 (LILAC_CUDA_ATT_COUT=2) */
+    int xl;                        /* the router's x_old term after the wait, its operands by cp.async (LILAC_CUDA_COUT_XL) */
 };
 int lean_attn_out(const struct lean_attn *a, int pdl, cudaStream_t st, unsigned long long *tr, int launch);
 
