@@ -2146,6 +2146,18 @@ static ll_status cu_init(cu_backend *b) {
             CU_TRY(cudaFuncSetAttribute(k_attn_decode_fd<8, false, FD_G, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fsm));
             CU_TRY(cudaFuncSetAttribute(k_attn_decode_fd<8, true, FD_G, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fsm));
             CU_TRY(cudaFuncSetAttribute(k_attn_decode_fd<8, false, FD_G, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fsm));
+            if (getenv("LILAC_CUDA_FD_CARVE") && atoi(getenv("LILAC_CUDA_FD_CARVE"))) {
+                /* experiment (session 31): flash decoding at the lean kernels' shared-memory split (lean_init
+                 * keeps those at 100 %), so that no SM changes its L1 / shared split between the qkv
+                 * projection, flash decoding and the cout kernel (H100 trace: the cout kernel's last block
+                 * passes its wait ~6 µs after flash decoding's end, flash decoding's 2.5 after the qkv's) */
+                const void *fk[10] = {(const void *)k_attn_decode_fd<8>, (const void *)k_attn_decode_fd<8, false>,
+                                      (const void *)k_attn_decode_fd<8, false, 4>, (const void *)k_attn_decode_fd<8, true, FD_G, true>,
+                                      (const void *)k_attn_decode_fd<8, false, FD_G, true>, (const void *)k_attn_decode_fd<8, false, 4, true>,
+                                      (const void *)k_attn_decode_fd<8, true, FD_G, false, true>, (const void *)k_attn_decode_fd<8, false, FD_G, false, true>,
+                                      (const void *)k_attn_decode_fd<8, true, FD_G, true, true>, (const void *)k_attn_decode_fd<8, false, FD_G, true, true>};
+                for (int i = 0; i < 10; i++) CU_TRY(cudaFuncSetAttribute(fk[i], cudaFuncAttributePreferredSharedMemoryCarveout, 100));
+            }
             cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, k_attn_decode_fd<8>, FD_WARPS * 32, fsm);
         } else if (HDd == 128) {
             CU_TRY(cudaFuncSetAttribute(k_attn_decode_fd<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fsm));
