@@ -164,6 +164,7 @@ __global__ void __launch_bounds__(LA_THREADS, 2) k_lattn_out(const __grid_consta
         float4 gq = *(const float4 *)(L.qg + (size_t)h * 2 * LA_HD + LA_HD + 4 * tid);
         gt = make_float4(sigmoid_f(gq.x), sigmoid_f(gq.y), sigmoid_f(gq.z), sigmoid_f(gq.w));
     }
+    ln_trace(L.tr, 40); /* the pre-wait work done (trace builds; "stamps after the wait" shows it negative) */
     pdl_wait();
     pdl_trigger();
     ln_trace(L.tr, 1);
