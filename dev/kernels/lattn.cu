@@ -104,10 +104,21 @@ int main() {
     CK(cudaMemcpy(d_Wr, Wr.data(), Wr.size() * 2, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(d_Ws, Ws.data(), Ws.size() * 2, cudaMemcpyHostToDevice));
     int fails = 0;
-    for (int v = 0; v < 4; v++) { /* scalar / v4 reductions, x_old term before / after the wait (XL) */
-        int v4 = v & 1, xl = v >> 1;
-        const char *vn[4] = {"scalar", "v4", "xl", "xl-v4"};
-        lean_attn a = {d_po, d_ml, d_qg, d_pos, NS, 0, XS, NH, HD, &W, d_xin, d_x, d_B, d_Wr, d_Ws, d_gf, E, d_l, d_zx, d_zl, v4, xl};
+    void *d_pk = NULL; /* the packed slices (PK forms), built once from the first form's arguments */
+    for (int v = 0; v < 6; v++) { /* scalar / v4 reductions; x_old term before / after the wait (XL); packed slices (PK) */
+        int v4 = v & 1, xl = v >> 1 >= 1, pk = v >> 1 == 2;
+        const char *vn[6] = {"scalar", "v4", "xl", "xl-v4", "pk", "pk-v4"};
+        lean_attn a = {d_po, d_ml, d_qg, d_pos, NS, 0, XS, NH, HD, &W, d_xin, d_x, d_B, d_Wr, d_Ws, d_gf, E, d_l, d_zx, d_zl, v4, xl, NULL};
+        if (pk) {
+            if (!d_pk) {
+                size_t n = lean_attn_pack_bytes(&a);
+                if (n == 0) { printf("lean_attn_pack_bytes refused the shapes\n"); return 1; }
+                CK(cudaMalloc(&d_pk, n));
+                CK(cudaMemset(d_pk, 0x5a, n)); /* garbage the pack must overwrite everywhere */
+                CK(lean_attn_pack(&a, d_pk, st));
+            }
+            a.pk = d_pk;
+        }
         CK(cudaMemset(d_x, 0, H * 4));
         CK(cudaMemset(d_l, 0, NL * 4));
         CK(cudaMemset(d_zx, 0x7f, H * 4)); /* garbage the launch must zero */

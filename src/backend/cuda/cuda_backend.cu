@@ -77,6 +77,8 @@ struct dlayer {
     int gdn_idx, attn_idx;                        /* index among GDN / attention layers */
     __nv_bfloat16 *fold_B;                        /* GDN layers with the router fold: [E + 1][HV * DV] W_r diag(g_ffn) W_out */
     lean_pack_t pack;                             /* moe_pack: the MoE weights tile-packed (lean_pack), NULLs otherwise */
+    unsigned char *cout_pk;                       /* attention layers under cout_pk: k_lattn_out's packed slices
+                                                   * (lean_attn_pack), NULL otherwise */
 };
 
 #define PROF_MAX 2048 /* kernels recorded per profiled step (a 40-layer prefill chunk launches ~1,000) */
@@ -176,6 +178,9 @@ struct cu_backend {
     int cout_xl;                          /* att_cout: the router's x_old term after the wait, its operands (and the
                                            * gate) by cp.async, so nothing but requests precedes the wait
                                            * (LILAC_CUDA_COUT_XL; k_lattn_out<V4, true>; session 31) */
+    int cout_pk;                          /* att_cout: W_o's, B's and the router rows' slices packed at load per block
+                                           * (dlayer.cout_pk, ~7 MB per attention layer) and requested by one bulk copy
+                                           * (LILAC_CUDA_COUT_PACK=1; k_lattn_out<V4, true, true>; session 31, not yet run) */
     int gdn_in;                           /* GDN layers with the input projection inside the fused GDN launch (k_lgdn<true,
                                            * ATOM, true>: clusters of 8 blocks per k-head exchange the projection's
                                            * outputs through distributed shared memory): opt-in LILAC_CUDA_GDN_IN=1, only
@@ -1143,7 +1148,7 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen, int emb_pdl = 0) {
                 float *zx = NULL, *zl = NULL;
                 layer_znext(b, l, &zx, &zl);
                 lean_attn la = {s->part_o, s->part_ml, b->qg, s->d_pos, da.nsplit, da.minpos, da.xs, NH, HD, &L.wo, xold, cx,
-                                L.fold_B, L.router.q, hp.n_ff_shexp ? L.shgate.q : NULL, L.ffn_norm, E, crl, zx, zl, b->att_cout == 2, b->cout_xl};
+                                L.fold_B, L.router.q, hp.n_ff_shexp ? L.shgate.q : NULL, L.ffn_norm, E, crl, zx, zl, b->att_cout == 2, b->cout_xl, L.cout_pk};
                 prof_end(b, "attn.decode", (double)(s->pos + 1) * NKV * HD * 4, 0);
                 prof_begin(b);
                 int ok = lean_attn_out(&la, b->pdl, b->st, ln_slot(b, "attn.cout"), 1);
@@ -2288,6 +2293,17 @@ static ll_status cu_init(cu_backend *b) {
         }
         if (ok) LL_TRY(chain_alloc(b, b->n_attn, &b->att_xl, &b->att_rl));
         else b->att_cout = 0;
+        for (int l = 0; l < hp.n_layer && b->att_cout && b->cout_pk; l++) { /* the packed slices (LILAC_CUDA_COUT_PACK) */
+            if (!hp.is_attn[l]) continue;
+            dlayer &L = b->L[l];
+            lean_attn la = {b->x, b->x, b->qg, (const int *)b->x, b->fd_ns, b->fd_minpos, b->fd_xs, hp.n_head, hp.head_dim, &L.wo, b->x,
+                            b->x2, L.fold_B, L.router.q, hp.n_ff_shexp ? L.shgate.q : NULL, L.ffn_norm, hp.n_expert, b->rl, b->x, b->moe_w};
+            size_t n = lean_attn_pack_bytes(&la);
+            LL_ASSERT(n > 0); /* lean_attn_out took these shapes above */
+            LL_TRY(dev_alloc(b, (void **)&L.cout_pk, n));
+            cudaError_t e = lean_attn_pack(&la, L.cout_pk, b->st);
+            if (e != cudaSuccess) return ll_err(LL_ERR_DEVICE, "cuda: layer %d: packing the attention out-projection: %s", l, cudaGetErrorString(e));
+        }
     }
     if (b->moe_pack && b->lean) { /* the packed copies where the lean MoE applies (a layer without keeps NULLs) */
         int packed = 0, forced = b->moe_pack > 0;
@@ -2395,6 +2411,7 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     b->att_cout = b->moe_det ? 0 : getenv("LILAC_CUDA_ATT_COUT") ? atoi(getenv("LILAC_CUDA_ATT_COUT")) : 1;
     if (b->att_cout != 1 && b->att_cout != 2) b->att_cout = 0; /* 2: x's rows as four-float reductions */
     b->cout_xl = getenv("LILAC_CUDA_COUT_XL") ? atoi(getenv("LILAC_CUDA_COUT_XL")) != 0 : 0;
+    b->cout_pk = getenv("LILAC_CUDA_COUT_PACK") ? atoi(getenv("LILAC_CUDA_COUT_PACK")) != 0 : 0;
     /* session 26: the decode MoE as one split-K launch, opt-in: correct but 22 % slower at 4K (bench/results/2026-12-07-h200-s26 call 2); never in a deterministic run */
     /* session 30: the GDN layer's in-projection inside its fused launch, opt-in (not yet run on a device);
      * with gdn_atom only (cu_init), so never in a deterministic run */

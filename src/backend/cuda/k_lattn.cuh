@@ -71,12 +71,22 @@ struct lattn_args {
     float *lraw;
     float *zx, *zl;       /* [H], [NL]: the next chain layer's x and lraw (GDN or attention), zeroed here */
     unsigned long long *tr;
+    /* PK: the static slices of every block packed at load (k_lattn_pack): block b's lattn_pk_bytes at
+     * pk + b * lattn_pk_bytes, exactly the shared-memory image of tq | tm | tb | twr */
+    const unsigned char *pk;
 };
 
-/* dynamic shared memory: W slice (R x 144), B slice (NLR x 512), the merge's group sums [8][256], the
- * splits' weights [LA_MAXS], then the q8 activation of 256 values; XL adds the router rows' head-h
- * columns (NLR x CPH BF16), x_old's and the norm gain's head-h columns (CPH floats each) and the output
- * gate's pre-activation (LA_HD floats). CPH = H / NH columns per head. */
+/* One block's packed slices: W_o's R rows of super-block h (R x 128 B quants, R x 16 B scales), B's
+ * head-h columns of the part's NLR logit rows (NLR x 512 B) and the router rows' head-h columns
+ * (NLR x CPH BF16); rows past NL zero. */
+__host__ __device__ static inline size_t lattn_pk_bytes(int R, int NLR, int CPH) {
+    return (size_t)R * 144 + (size_t)NLR * 2 * LA_HD + (size_t)NLR * CPH * 2;
+}
+
+/* dynamic shared memory: W slice (R x 144), B slice (NLR x 512), [XL: the router rows' head-h columns
+ * (NLR x CPH BF16)], the merge's group sums [8][256], the splits' weights [LA_MAXS], the q8 activation
+ * of 256 values, [XL: x_old's and the norm gain's head-h columns (CPH floats each) and the output
+ * gate's pre-activation (LA_HD floats)]. CPH = H / NH columns per head. */
 __host__ __device__ static inline size_t lattn_smem(int R, int NLR, bool XL = false, int CPH = 0) {
     size_t b = (size_t)R * 144 + (size_t)NLR * 2 * LA_HD + (size_t)LA_GROUPS * LA_HD * 4 + (size_t)LA_MAXS * 4 + qact_smem_bytes(LA_HD);
     return XL ? b + (size_t)NLR * CPH * 2 + (size_t)CPH * 8 + (size_t)LA_HD * 4 : b;
@@ -89,9 +99,17 @@ __host__ __device__ static inline size_t lattn_smem(int R, int NLR, bool XL = fa
  * decoding's leave (registers), and step 3's global loads (x_old, then the router rows in two dependent
  * passes from DRAM, then the gate) held the last block's wait ~6.5 µs past flash decoding's end (H100
  * trace, session 31: "gap" 6.55 against 0.5-1.3 for the other kernels). */
-template <bool V4 = false, bool XL = false>
+/* PK (LILAC_CUDA_COUT_PACK=1; session 31, not yet run; XL's form): W_o's, B's and the router rows'
+ * slices as ONE bulk copy of the block's packed image (L.pk), issued by thread 0 on an mbarrier. Why:
+ * session 31's timeline has every block entered before flash decoding ends, yet the last passes its
+ * wait 6.2 µs after (the combine of the ATT_COUT=0 path: 0.25); with ~53-62 KB of 16-byte cp.async
+ * per block, two blocks per SM, the threads' issue itself may wait on the SM's requests in flight
+ * (DRAM-paced), and the wait comes after it. A bulk copy's issue does not wait for its bytes. */
+template <bool V4 = false, bool XL = false, bool PK = false>
 __global__ void __launch_bounds__(LA_THREADS, 2) k_lattn_out(const __grid_constant__ lattn_args L) {
+    static_assert(!PK || XL, "the packed form is XL's (the router rows' slices after the wait)");
     extern __shared__ __align__(16) unsigned char sm[];
+    __shared__ __align__(8) uint64_t pbar; /* PK: the packed image's arrival */
     __shared__ float la[LA_MAXNLR];  /* x_old term of the part's logit rows over head h's columns */
     __shared__ __align__(16) float xos[LA_MAXR]; /* head 0's blocks: x_old of the part's rows */
     __shared__ float inv_den;        /* 1 / the splits' weighted sum */
@@ -99,16 +117,16 @@ __global__ void __launch_bounds__(LA_THREADS, 2) k_lattn_out(const __grid_consta
     int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
     int P = gridDim.x / L.NH, h = blockIdx.x / P, part = blockIdx.x % P, R = L.R, r0 = part * R;
     int H = L.W.rows, nb = L.W.cols >> 8;
+    const int CPH = 8 * L.tpr; /* head h's columns of x (H / NH) */
     unsigned char *tq = sm, *tm = sm + (size_t)R * 128, *tb = tm + (size_t)R * 16;
-    float *red = (float *)(tb + (size_t)L.NLR * 2 * LA_HD); /* [LA_GROUPS][LA_HD] */
+    unsigned char *twr = tb + (size_t)L.NLR * 2 * LA_HD; /* XL: [NLR][CPH] BF16 router rows */
+    float *red = (float *)(twr + (XL ? (size_t)L.NLR * CPH * 2 : 0)); /* [LA_GROUPS][LA_HD] */
     float *wts = red + LA_GROUPS * LA_HD;                      /* [LA_MAXS] split weights, then (m, l) pairs */
     float *xf, *dx, *s16;
     int8_t *xq;
     qact_carve((unsigned char *)(wts + LA_MAXS), LA_HD, &xf, &xq, &dx, &s16);
-    const int CPH = 8 * L.tpr; /* head h's columns of x (H / NH) */
-    /* XL: [NLR][CPH] BF16 router rows, [CPH] x_old, [CPH] gain, [LA_HD] gate pre-activation */
-    unsigned char *twr = (unsigned char *)(wts + LA_MAXS) + qact_smem_bytes(LA_HD);
-    float *txo = (float *)(twr + (size_t)L.NLR * CPH * 2), *tgf = txo + CPH, *tgt = tgf + CPH;
+    /* XL: [CPH] x_old, [CPH] gain, [LA_HD] gate pre-activation */
+    float *txo = (float *)((unsigned char *)(wts + LA_MAXS) + qact_smem_bytes(LA_HD)), *tgf = txo + CPH, *tgt = tgf + CPH;
 
     /* 1. the next chain layer's buffers (cuda_backend.cu layer_znext): zeros (nobody reads or adds to
      * them until its launch) */
@@ -117,18 +135,26 @@ __global__ void __launch_bounds__(LA_THREADS, 2) k_lattn_out(const __grid_consta
         else L.zl[i - H] = 0.0f;
     }
     /* 2. W_o's rows r0 .. r0 + R, super-block h (8 x 16 B of quants, 16 B of scales per row), and B's
-     * head-h columns of the part's logit rows (zeros past NL) */
-    for (int i = tid; i < 8 * R; i += LA_THREADS)
+     * head-h columns of the part's logit rows (zeros past NL); PK: those and the router rows' slices in
+     * one bulk copy */
+    if (PK && tid == 0) {
+        uint32_t pb = (uint32_t)lattn_pk_bytes(R, L.NLR, CPH);
+        mbar_init(&pbar, 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+        mbar_expect_tx(&pbar, pb);
+        ln_g2s(sm, L.pk + (size_t)blockIdx.x * pb, pb, &pbar);
+    }
+    for (int i = tid; !PK && i < 8 * R; i += LA_THREADS)
         cp_async16(tq + 16 * i, L.W.q + ((size_t)(r0 + (i >> 3)) * nb + h) * 128 + 16 * (i & 7), 16);
-    for (int i = tid; i < R; i += LA_THREADS) cp_async16(tm + 16 * i, L.W.sc + ((size_t)(r0 + i) * nb + h) * 16, 16);
-    for (int i = tid; i < 32 * L.NLR; i += LA_THREADS) {
+    for (int i = tid; !PK && i < R; i += LA_THREADS) cp_async16(tm + 16 * i, L.W.sc + ((size_t)(r0 + i) * nb + h) * 16, 16);
+    for (int i = tid; !PK && i < 32 * L.NLR; i += LA_THREADS) {
         int row = part * L.NLR + (i >> 5);
         bool ok = row < L.NL;
         cp_async16(tb + 16 * i, L.Bm + (ok ? (size_t)row * L.W.cols + h * LA_HD + 8 * (i & 31) : 0), ok ? 16 : 0);
     }
     if (XL) { /* 3'. the x_old term's operands and the gate, for after the wait */
         int cr = CPH / 8; /* 16-byte pieces per router row slice */
-        for (int i = tid; i < cr * L.NLR; i += LA_THREADS) {
+        for (int i = tid; !PK && i < cr * L.NLR; i += LA_THREADS) {
             int row = i / cr, j = i % cr, gi = part * L.NLR + row;
             bool ok = gi < L.NL;
             const __nv_bfloat16 *src = ok ? (gi < L.E ? L.Wr + (size_t)gi * H : L.Ws) + h * CPH + 8 * j : L.Wr;
@@ -214,6 +240,7 @@ __global__ void __launch_bounds__(LA_THREADS, 2) k_lattn_out(const __grid_consta
     /* (mls, in red's space, was read by warp 0 before the barrier above) */
     *(float4 *)(red + g * LA_HD + 4 * dq) = acc;
     if (XL) cp_async_wait<0>(); /* the gate (step 5) and the x_old term's operands (step 6) */
+    if (PK) mbar_wait(&pbar, 0); /* the packed slices (step 6 on) */
     __syncthreads();
     if (XL && tid < LA_HD / 4) {
         float4 gq = *(const float4 *)(tgt + 4 * tid);
@@ -270,6 +297,36 @@ __global__ void __launch_bounds__(LA_THREADS, 2) k_lattn_out(const __grid_consta
         } else if (cc == 0) atomicAdd(L.x + r0 + row, v);
     }
     ln_trace(L.tr, 2);
+}
+
+/* The source of 16-byte piece i of block blk's packed image (k_lattn_out<V4, true, true>): the bytes
+ * the cp.async form copies to sm + 16 i (tq | tm | tb | twr), or NULL for a zero piece (rows past NL).
+ * Host-callable: tests/cuda_host/test_lattn_pack.cu checks it against the kernel's own addressing. */
+__host__ __device__ static inline const void *lattn_pk_src(const lattn_args &L, int blk, int i) {
+    int P = (int)(L.W.rows / L.R), h = blk / P, part = blk % P, R = L.R, r0 = part * R;
+    int H = L.W.rows, nb = L.W.cols >> 8, CPH = 8 * L.tpr, cr = CPH / 8;
+    if (i < 8 * R) return L.W.q + ((size_t)(r0 + (i >> 3)) * nb + h) * 128 + 16 * (i & 7);
+    i -= 8 * R;
+    if (i < R) return L.W.sc + ((size_t)(r0 + i) * nb + h) * 16;
+    i -= R;
+    if (i < 32 * L.NLR) {
+        int row = part * L.NLR + (i >> 5);
+        return row < L.NL ? (const void *)(L.Bm + (size_t)row * L.W.cols + h * LA_HD + 8 * (i & 31)) : NULL;
+    }
+    i -= 32 * L.NLR;
+    int row = i / cr, j = i % cr, gi = part * L.NLR + row;
+    return gi < L.NL ? (const void *)((gi < L.E ? L.Wr + (size_t)gi * H : L.Ws) + h * CPH + 8 * j) : NULL;
+}
+
+/* The packed image of k_lattn_out<V4, true, true> (at load): block b = h P + part writes its
+ * lattn_pk_bytes at pk + b * bytes. grid NH x P, any block size. */
+__global__ void k_lattn_pack(const __grid_constant__ lattn_args L, unsigned char *pk) {
+    int n = (int)(lattn_pk_bytes(L.R, L.NLR, 8 * L.tpr) / 16);
+    uint4 *dst = (uint4 *)(pk + (size_t)blockIdx.x * n * 16);
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        const void *src = lattn_pk_src(L, blockIdx.x, i);
+        dst[i] = src ? *(const uint4 *)src : make_uint4(0u, 0u, 0u, 0u);
+    }
 }
 
 #endif

@@ -131,9 +131,10 @@ cudaError_t lean_init(size_t smem_cap, int carveout, int pad, int npre, int pair
             sk_ok = 0;
     /* the attention combine + out-projection (k_lattn.cuh): its largest plan; refused: left off */
     la_ok = 1;
-    for (int i = 0; i < 4; i++) {
-        const void *ks[4] = {(const void *)k_lattn_out<false>, (const void *)k_lattn_out<true>, (const void *)k_lattn_out<false, true>,
-                             (const void *)k_lattn_out<true, true>};
+    for (int i = 0; i < 6; i++) {
+        const void *ks[6] = {(const void *)k_lattn_out<false>, (const void *)k_lattn_out<true>, (const void *)k_lattn_out<false, true>,
+                             (const void *)k_lattn_out<true, true>, (const void *)k_lattn_out<false, true, true>,
+                             (const void *)k_lattn_out<true, true, true>};
         const void *k = ks[i];
         if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)lattn_smem(LA_MAXR, LA_MAXNLR, true, 256)) != cudaSuccess ||
             (carveout != 0 && cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, 100) != cudaSuccess))
@@ -684,7 +685,8 @@ int lean_gdn(const void *gdn, int dk, const void *out, float *part, unsigned *cn
     return 1;
 }
 
-int lean_attn_out(const lean_attn *a, int pdl, cudaStream_t st, unsigned long long *tr, int launch) {
+/* k_lattn_out's arguments for a (everything but the trace); 0 where the kernel does not take the shapes */
+static int la_plan(const lean_attn *a, lattn_args *L) {
     if (!la_ok || a->HD != LA_HD || a->NH < 1) return 0;
     const gmat &W = *(const gmat *)a->wo;
     int H = W.rows, NH = a->NH;
@@ -697,37 +699,59 @@ int lean_attn_out(const lean_attn *a, int pdl, cudaStream_t st, unsigned long lo
     if (!a->part_o || !a->part_ml || !a->qg || !a->pos || !a->xin || !a->x || !a->B || !a->wr || !a->g || !a->lraw || !a->zx || !a->zl ||
         a->xin == a->x || a->zx == a->x || a->zl == a->lraw)
         return 0;
-    if (!launch) return 1;
-    lattn_args L;
-    memset(&L, 0, sizeof(L));
-    L.part_o = a->part_o;
-    L.part_ml = a->part_ml;
-    L.qg = a->qg;
-    L.pos = a->pos;
-    L.nsplit = a->nsplit;
-    L.minpos = a->minpos;
-    L.xs = a->xs;
-    L.NH = NH;
-    L.W = W;
-    L.R = R;
-    L.xin = a->xin;
-    L.x = a->x;
-    L.Bm = (const __nv_bfloat16 *)a->B;
-    L.Wr = (const __nv_bfloat16 *)a->wr;
-    L.Ws = (const __nv_bfloat16 *)a->ws;
-    L.gf = a->g;
-    L.E = a->E;
-    L.NL = NL;
-    L.NLR = NLR;
-    L.tpr = tpr;
-    L.lraw = a->lraw;
-    L.zx = a->zx;
-    L.zl = a->zl;
-    L.tr = tr;
-    size_t smem = lattn_smem(R, NLR, a->xl != 0, 8 * tpr);
-    if (a->xl) ln_launch(a->v4 ? k_lattn_out<true, true> : k_lattn_out<false, true>, NH * P, LA_THREADS, smem, pdl, st, L);
-    else ln_launch(a->v4 ? k_lattn_out<true> : k_lattn_out<false>, NH * P, LA_THREADS, smem, pdl, st, L);
+    memset(L, 0, sizeof(*L));
+    L->part_o = a->part_o;
+    L->part_ml = a->part_ml;
+    L->qg = a->qg;
+    L->pos = a->pos;
+    L->nsplit = a->nsplit;
+    L->minpos = a->minpos;
+    L->xs = a->xs;
+    L->NH = NH;
+    L->W = W;
+    L->R = R;
+    L->xin = a->xin;
+    L->x = a->x;
+    L->Bm = (const __nv_bfloat16 *)a->B;
+    L->Wr = (const __nv_bfloat16 *)a->wr;
+    L->Ws = (const __nv_bfloat16 *)a->ws;
+    L->gf = a->g;
+    L->E = a->E;
+    L->NL = NL;
+    L->NLR = NLR;
+    L->tpr = tpr;
+    L->lraw = a->lraw;
+    L->zx = a->zx;
+    L->zl = a->zl;
+    L->pk = (const unsigned char *)a->pk;
     return 1;
+}
+
+int lean_attn_out(const lean_attn *a, int pdl, cudaStream_t st, unsigned long long *tr, int launch) {
+    lattn_args L;
+    if (!la_plan(a, &L)) return 0;
+    if (!launch) return 1;
+    L.tr = tr;
+    int G = L.NH * (L.W.rows / L.R);
+    size_t smem = lattn_smem(L.R, L.NLR, a->xl || a->pk, 8 * L.tpr);
+    if (a->pk) ln_launch(a->v4 ? k_lattn_out<true, true, true> : k_lattn_out<false, true, true>, G, LA_THREADS, smem, pdl, st, L);
+    else if (a->xl) ln_launch(a->v4 ? k_lattn_out<true, true> : k_lattn_out<false, true>, G, LA_THREADS, smem, pdl, st, L);
+    else ln_launch(a->v4 ? k_lattn_out<true> : k_lattn_out<false>, G, LA_THREADS, smem, pdl, st, L);
+    return 1;
+}
+
+size_t lean_attn_pack_bytes(const lean_attn *a) {
+    lattn_args L;
+    if (!la_plan(a, &L)) return 0;
+    return (size_t)L.NH * (L.W.rows / L.R) * lattn_pk_bytes(L.R, L.NLR, 8 * L.tpr);
+}
+
+cudaError_t lean_attn_pack(const lean_attn *a, void *pk, cudaStream_t st) {
+    lattn_args L;
+    if (!la_plan(a, &L) || !pk) return cudaErrorInvalidValue;
+    k_lattn_pack<<<L.NH * (L.W.rows / L.R), 256, 0, st>>>(L, (unsigned char *)pk);
+    cudaError_t e = cudaGetLastError();
+    return e == cudaSuccess ? cudaStreamSynchronize(st) : e;
 }
 
 /* ---- the router fold's precomputation (at load; not a hot path) */

@@ -163,8 +163,14 @@ struct lean_attn {
     float *lraw, *zx, *zl;
     int v4;                        /* x's rows four per red.global.add.v4.f32 (LILAC_CUDA_ATT_COUT=2) */
     int xl;                        /* the router's x_old term after the wait, its operands by cp.async (LILAC_CUDA_COUT_XL) */
+    const void *pk;                /* NULL, or the static slices packed by lean_attn_pack (LILAC_CUDA_COUT_PACK): one bulk
+                                    * copy per block instead of 16-byte cp.async; implies xl's form */
 };
 int lean_attn_out(const struct lean_attn *a, int pdl, cudaStream_t st, unsigned long long *tr, int launch);
+/* The packed slices of lean_attn_out's blocks (a->pk's form): their bytes (0: shapes not taken) and
+ * their construction from a's W_o, B, router rows into pk (device, lean_attn_pack_bytes; synchronous on st). */
+size_t lean_attn_pack_bytes(const struct lean_attn *a);
+cudaError_t lean_attn_pack(const struct lean_attn *a, void *pk, cudaStream_t st);
 
 /* B[NL][K] (BF16, device) = (wr rows, then ws) diag(g) Wout for a BF16 router [E][H], optional BF16
  * shared gate [1][H] and an out-projection gmat (any type gmat_dequant16 reads) of H rows and K
