@@ -47,6 +47,13 @@
 #define FD_MINB_MMA 1 /* blocks per SM the tensor-core instances are built for (2: <= 128 registers, so that an
                        * 8-head block fits beside the 16-warp qkv projection at 64 registers; session 28, unmeasured) */
 #endif
+#ifndef FD_EARLY
+#define FD_EARLY 1 /* experiment (session 31; dev/lean_variant.sh fdne -DFD_EARLY=0): 0 drops the first tile's
+                    * loads and the L2 prefetches before the wait. Why: in session 31's H100 timeline the last
+                    * flash-decoding block enters 0.25 µs after the qkv projection ends and passes its wait
+                    * 2 µs later; if the pre-wait requests hold the threads (as suspected of the cout kernel's
+                    * cp.async), dropping them moves the wait earlier and the loads after it */
+#endif
 #ifndef FD_PF_FG
 #define FD_PF_FG 256 /* the same for the FG < FD_G blocks, which enter while the projection before them runs */
 #endif
@@ -465,11 +472,11 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
     /* PDL: this warp's first tile is loaded before the wait when it holds only cached rows (not
      * position n - 1); rows past it (at most FD_PF per split: more would only evict each other
      * at long contexts) are prefetched into L2 */
-    bool early = pdl && t0 < hi && min(t0 + TS - 1, hi - 1) < n - 1;
+    bool early = FD_EARLY && pdl && t0 < hi && min(t0 + TS - 1, hi - 1) < n - 1;
     if (early) load_tile(t0);
     if (pdl) {
         int last = min(min(hi, n - 1), lo + (FG < FD_G ? FD_PF_FG : FD_PF)), lines = (RB + 127) / 128; /* 128-byte lines per row */
-        for (int i = threadIdx.x + FD_WARPS * TS * 2 * lines; i < 2 * (last - lo) * lines; i += blockDim.x) {
+        for (int i = threadIdx.x + FD_WARPS * TS * 2 * lines; FD_EARLY && i < 2 * (last - lo) * lines; i += blockDim.x) {
             int r = i / (2 * lines), k = i % (2 * lines);
             const unsigned char *base = (k < lines ? K : V) + (long)(lo + r) * RB;
             asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)base + 128 * (k % lines)));

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The next session's bundles (~6 min here; run scripts/setup.sh first on a fresh machine):
-#   .cuda-wt/x.tar.xz  lilac + lilac-trace + gpu_test + lab/lattn, no fixtures (calls A and B; ~19 MB)
+#   .cuda-wt/x.tar.xz  lilac + lilac-trace + lilac-fdne + gpu_test + lab/lattn, no fixtures (calls A and B; ~21.4 MB)
 #   .cuda-wt/f.tar.xz  lilac + gpu_test + fixtures + gpu_session.sh (call C, the whole suite; ~30 MB)
 set -e
 cd "$(dirname "$0")/../../../.."
@@ -12,6 +12,7 @@ mkdir -p .cuda-wt
 rm -f build/lilac-*
 NOLAB=1 dev/gpu_bundle.sh && mv .cuda-wt/b.tar.xz .cuda-wt/f.tar.xz
 SRCS="lean.cu cuda_backend.cu" dev/lean_variant.sh trace -DLILAC_LN_TRACE
+SRCS="cuda_backend.cu" dev/lean_variant.sh fdne -DFD_EARLY=0
 NOFIX=1 LAB=lattn dev/gpu_bundle.sh && mv .cuda-wt/b.tar.xz .cuda-wt/x.tar.xz
 rm -f build/lilac-*
 git rev-parse HEAD > .cuda-wt/HEAD.txt
