@@ -49,6 +49,11 @@
 #define LA_MAXS 1024   /* splits at most (the weights' shared array) */
 #define LA_MAXR 512    /* rows per block at most */
 #define LA_MAXNLR 96   /* logit rows per part at most */
+#ifndef LA_EARLY
+#define LA_EARLY 1     /* 0: a diagnostic build (dev/lean_variant.sh lane -DLA_EARLY=0) that waits first and
+                        * issues nothing before the wait, to see whether the pre-wait requests delay the
+                        * wait's release (session 32) */
+#endif
 
 struct lattn_args {
     const float *part_o;  /* [splits][NH][LA_HD] flash decoding's unnormalised partials */
@@ -114,6 +119,10 @@ __global__ void __launch_bounds__(LA_THREADS, 2) k_lattn_out(const __grid_consta
     __shared__ __align__(16) float xos[LA_MAXR]; /* head 0's blocks: x_old of the part's rows */
     __shared__ float inv_den;        /* 1 / the splits' weighted sum */
     ln_trace(L.tr, 0);
+#if !LA_EARLY
+    pdl_wait();
+    pdl_trigger();
+#endif
     int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
     int P = gridDim.x / L.NH, h = blockIdx.x / P, part = blockIdx.x % P, R = L.R, r0 = part * R;
     int H = L.W.rows, nb = L.W.cols >> 8;
@@ -191,8 +200,10 @@ __global__ void __launch_bounds__(LA_THREADS, 2) k_lattn_out(const __grid_consta
         gt = make_float4(sigmoid_f(gq.x), sigmoid_f(gq.y), sigmoid_f(gq.z), sigmoid_f(gq.w));
     }
     ln_trace(L.tr, 40); /* the pre-wait work done (trace builds; "stamps after the wait" shows it negative) */
+#if LA_EARLY
     pdl_wait();
     pdl_trigger();
+#endif
     ln_trace(L.tr, 1);
 
     /* 4. the merge: thread (quad dq: dims 4 dq .. + 3, group g: splits g, g + 8, ..); its partials'
