@@ -79,6 +79,7 @@ struct dlayer {
     lean_pack_t pack;                             /* moe_pack: the MoE weights tile-packed (lean_pack), NULLs otherwise */
     unsigned char *cout_pk;                       /* attention layers under cout_pk: k_lattn_out's packed slices
                                                    * (lean_attn_pack), NULL otherwise */
+    size_t cout_pk_bytes;                         /* their size */
 };
 
 #define PROF_MAX 2048 /* kernels recorded per profiled step (a 40-layer prefill chunk launches ~1,000) */
@@ -141,6 +142,8 @@ struct cu_backend {
     int comb_nd;                          /* the attention combine's dims per block (LILAC_CUDA_COMB_ND: 32 default: twice the
                                            * blocks of half the threads, +2.3 tok/s at 4K, session 19; 64 as before) */
     int fd_nsdiv;                         /* with fd_fg 4: splits = the 8-head blocks' / fd_nsdiv (LILAC_CUDA_FD_NSDIV, default 2) */
+    int pf_cout;                          /* and the next attention layer's packed cout slices (LILAC_CUDA_PF_COUT=1,
+                                           * session 32, opt-in) */
     int pfnext;                           /* the MoE down prefetches the next input projection into L2: 0 off, 1 after its wait, 2 at entry (default) */
     int gdn_fuse;                         /* GDN step + out-projection in one launch (k_lgdn.cuh; default; LILAC_CUDA_GDN_FUSE=0 off,
                                            * 2: the heads' shares by fp32 atomics, not reproducible) */
@@ -180,7 +183,8 @@ struct cu_backend {
                                            * (LILAC_CUDA_COUT_XL; k_lattn_out<V4, true>; session 31) */
     int cout_pk;                          /* att_cout: W_o's, B's and the router rows' slices packed at load per block
                                            * (dlayer.cout_pk, ~7 MB per attention layer) and requested by one bulk copy
-                                           * (LILAC_CUDA_COUT_PACK=1; k_lattn_out<V4, true, true>; session 31, not yet run) */
+                                           * (LILAC_CUDA_COUT_PACK, default -1: where memory allows, 1 forced, 0 off;
+                                           * k_lattn_out<V4, true, true>; session 31, the default since session 32) */
     int gdn_in;                           /* GDN layers with the input projection inside the fused GDN launch (k_lgdn<true,
                                            * ATOM, true>: clusters of 8 blocks per k-head exchange the projection's
                                            * outputs through distributed shared memory): opt-in LILAC_CUDA_GDN_IN=1, only
@@ -965,6 +969,10 @@ static void decode_pf_next(cu_backend *b, int l, float *xc, lean_pf *pf) {
             pf->p[pf->n] = W.q; pf->bytes[pf->n++] = (size_t)W.rows * W.cols * 2;
         }
     }
+    /* LILAC_CUDA_PF_COUT=1 (session 32): an attention layer's packed cout slices too (~7.9 MB on the
+     * 35B), three launches before the cout kernel asks for them: its bulk copies then hit the L2 */
+    const dlayer &N = b->L[l + 1];
+    if (b->pf_cout && N.cout_pk && pf->n < LEAN_PF_MAX) { pf->p[pf->n] = N.cout_pk; pf->bytes[pf->n++] = N.cout_pk_bytes; }
 }
 
 /* The atomic forms (GDN_ATOM's GDN layers, ATT_COUT's attention layers) add a layer's new residual and
@@ -2067,6 +2075,15 @@ static ll_status chain_alloc(cu_backend *b, int n, float **xl, float **rl) {
     return LL_OK;
 }
 
+/* k_lattn_out's arguments for layer l at load (cu_init's probes and packing): shapes and the static weights;
+ * the partials', position's and buffers' stand-ins are b->x, b->x2, b->rl (launch 0 reads only whether set) */
+static lean_attn cout_probe_args(cu_backend *b, int l) {
+    const qwen_hparams &hp = b->hp;
+    const dlayer &L = b->L[l];
+    return {b->x, b->x, b->qg, (const int *)b->x, b->fd_ns, b->fd_minpos, b->fd_xs, hp.n_head, hp.head_dim, &L.wo, b->x,
+            b->x2, L.fold_B, L.router.q, hp.n_ff_shexp ? L.shgate.q : NULL, L.ffn_norm, hp.n_expert, b->rl, b->x, b->moe_w};
+}
+
 static ll_status cu_init(cu_backend *b) {
     const qwen_model *m = b->m;
     const qwen_hparams &hp = b->hp;
@@ -2287,20 +2304,29 @@ static ll_status cu_init(cu_backend *b) {
             const dlayer &L = b->L[l];
             pk_layer pl;
             decode_layer_args(b, l, &pl, b->x, b->x2);
-            lean_attn la = {b->x, b->x, b->qg, (const int *)b->x, b->fd_ns, b->fd_minpos, b->fd_xs, hp.n_head, hp.head_dim, &L.wo, b->x,
-                            b->x2, L.fold_B, L.router.q, hp.n_ff_shexp ? L.shgate.q : NULL, L.ffn_norm, hp.n_expert, b->rl, b->x, b->moe_w};
+            lean_attn la = cout_probe_args(b, l);
             ok = L.fold_B && lean_attn_out(&la, 0, b->st, NULL, 0) && lean_moe(&pl.moe, b->nsm, b->pdl, b->st, 0, NULL, NULL);
         }
         if (ok) LL_TRY(chain_alloc(b, b->n_attn, &b->att_xl, &b->att_rl));
-        else b->att_cout = 0;
+        else b->att_cout = b->cout_pk = 0;
+        if (b->att_cout && b->cout_pk < 0) { /* the default: packed where the ~7 MB per attention layer leave
+                                               * the same margin as MOE_PACK=auto free (max(4 GiB, 1/8 of the card)) */
+            size_t need = 0, fr = 0, tot = 0;
+            for (int l = 0; l < hp.n_layer; l++) {
+                if (!hp.is_attn[l]) continue;
+                lean_attn la = cout_probe_args(b, l);
+                need += lean_attn_pack_bytes(&la);
+            }
+            b->cout_pk = cudaMemGetInfo(&fr, &tot) == cudaSuccess && need + LL_MAX((size_t)4 << 30, tot / 8) <= fr;
+        }
         for (int l = 0; l < hp.n_layer && b->att_cout && b->cout_pk; l++) { /* the packed slices (LILAC_CUDA_COUT_PACK) */
             if (!hp.is_attn[l]) continue;
             dlayer &L = b->L[l];
-            lean_attn la = {b->x, b->x, b->qg, (const int *)b->x, b->fd_ns, b->fd_minpos, b->fd_xs, hp.n_head, hp.head_dim, &L.wo, b->x,
-                            b->x2, L.fold_B, L.router.q, hp.n_ff_shexp ? L.shgate.q : NULL, L.ffn_norm, hp.n_expert, b->rl, b->x, b->moe_w};
+            lean_attn la = cout_probe_args(b, l);
             size_t n = lean_attn_pack_bytes(&la);
             LL_ASSERT(n > 0); /* lean_attn_out took these shapes above */
             LL_TRY(dev_alloc(b, (void **)&L.cout_pk, n));
+            L.cout_pk_bytes = n;
             cudaError_t e = lean_attn_pack(&la, L.cout_pk, b->st);
             if (e != cudaSuccess) return ll_err(LL_ERR_DEVICE, "cuda: layer %d: packing the attention out-projection: %s", l, cudaGetErrorString(e));
         }
@@ -2411,7 +2437,9 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     b->att_cout = b->moe_det ? 0 : getenv("LILAC_CUDA_ATT_COUT") ? atoi(getenv("LILAC_CUDA_ATT_COUT")) : 1;
     if (b->att_cout != 1 && b->att_cout != 2) b->att_cout = 0; /* 2: x's rows as four-float reductions */
     b->cout_xl = getenv("LILAC_CUDA_COUT_XL") ? atoi(getenv("LILAC_CUDA_COUT_XL")) != 0 : 0;
-    b->cout_pk = getenv("LILAC_CUDA_COUT_PACK") ? atoi(getenv("LILAC_CUDA_COUT_PACK")) != 0 : 0;
+    /* the default since session 32 (H200, same call: 702.5 vs 695.9 tok/s at 4096/1024; the cout kernel's
+     * wait passes 0.8 µs after flash decoding ends, was 5.4): -1 = where memory allows (cu_init) */
+    b->cout_pk = getenv("LILAC_CUDA_COUT_PACK") ? atoi(getenv("LILAC_CUDA_COUT_PACK")) != 0 : -1;
     /* session 26: the decode MoE as one split-K launch, opt-in: correct but 22 % slower at 4K (bench/results/2026-12-07-h200-s26 call 2); never in a deterministic run */
     /* session 30: the GDN layer's in-projection inside its fused launch, opt-in (not yet run on a device);
      * with gdn_atom only (cu_init), so never in a deterministic run */
@@ -2456,6 +2484,7 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
      * at 4096/1024 (3 of 3 rounds), +3.9 at 4K and +2.2 on the mean of the full bench; after the
      * wait still -12 */
     b->pfnext = getenv("LILAC_CUDA_PFNEXT") ? atoi(getenv("LILAC_CUDA_PFNEXT")) : 2;
+    b->pf_cout = getenv("LILAC_CUDA_PF_COUT") && atoi(getenv("LILAC_CUDA_PF_COUT")) == 1;
     b->fuse = getenv("LILAC_CUDA_FUSE") ? atoi(getenv("LILAC_CUDA_FUSE")) : 0; /* opt-in (slower, session 7); 2: without the next projection */
     b->fd_fused = !(getenv("LILAC_CUDA_ATTN_FUSED") && !atoi(getenv("LILAC_CUDA_ATTN_FUSED")));
     b->moe_tma = !(getenv("LILAC_CUDA_MOE_TMA") && !atoi(getenv("LILAC_CUDA_MOE_TMA")));
