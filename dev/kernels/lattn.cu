@@ -105,10 +105,12 @@ int main() {
     CK(cudaMemcpy(d_Ws, Ws.data(), Ws.size() * 2, cudaMemcpyHostToDevice));
     int fails = 0;
     void *d_pk = NULL; /* the packed slices (PK forms), built once from the first form's arguments */
-    for (int v = 0; v < 6; v++) { /* scalar / v4 reductions; x_old term before / after the wait (XL); packed slices (PK) */
-        int v4 = v & 1, xl = v >> 1 >= 1, pk = v >> 1 == 2;
-        const char *vn[6] = {"scalar", "v4", "xl", "xl-v4", "pk", "pk-v4"};
-        lean_attn a = {d_po, d_ml, d_qg, d_pos, NS, 0, XS, NH, HD, &W, d_xin, d_x, d_B, d_Wr, d_Ws, d_gf, E, d_l, d_zx, d_zl, v4, xl, NULL};
+    for (int v = 0; v < 8; v++) { /* scalar / v4 reductions; x_old term before / after the wait (XL); packed slices (PK),
+                                   * as two copies (pk2) */
+        int v4 = v & 1, xl = v >> 1 >= 1, pk = v >> 1 >= 2;
+        const char *vn[8] = {"scalar", "v4", "xl", "xl-v4", "pk", "pk-v4", "pk2", "pk2-v4"};
+        lean_attn a = {d_po, d_ml, d_qg, d_pos, NS, 0, XS, NH, HD, &W, d_xin, d_x, d_B, d_Wr, d_Ws, d_gf, E, d_l, d_zx, d_zl, v4, xl, NULL,
+                       v >> 1 == 3};
         if (pk) {
             if (!d_pk) {
                 size_t n = lean_attn_pack_bytes(&a);

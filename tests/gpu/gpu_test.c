@@ -916,8 +916,11 @@ static void tests_att_cout(void) {
      * bulk copy a block; a slice of the wrong head, part or row moves the logits past the bound) */
     test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_COUT_XL", "1", "0", "ATT_COUT with the x_old term after the wait", 0);
     test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_COUT_PACK", "1", "0", "ATT_COUT with its slices packed at load", 0);
+    /* session 32: the image as two bulk copies on two barriers (COUT_PACK=2) */
+    test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_COUT_PACK", "2", "0", "ATT_COUT with its packed slices as two copies", 0);
     setenv("LILAC_CUDA_ATT_COUT", "2", 1);
     test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_COUT_PACK", "1", "0", "packed ATT_COUT, four-float reductions, 1200 positions", 0);
+    test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_COUT_PACK", "2", "0", "packed ATT_COUT as two copies, four-float reductions, 1200 positions", 0);
     unsetenv("LILAC_CUDA_ATT_COUT");
     setenv("LILAC_CUDA_KV", "bf16", 1);
     test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_ATT_COUT", "1", "0", "ATT_COUT on the bf16 cache", 0);

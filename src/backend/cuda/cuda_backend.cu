@@ -183,7 +183,8 @@ struct cu_backend {
                                            * (LILAC_CUDA_COUT_XL; k_lattn_out<V4, true>; session 31) */
     int cout_pk;                          /* att_cout: W_o's, B's and the router rows' slices packed at load per block
                                            * (dlayer.cout_pk, ~7 MB per attention layer) and requested by one bulk copy
-                                           * (LILAC_CUDA_COUT_PACK, default -1: where memory allows, 1 forced, 0 off;
+                                           * (LILAC_CUDA_COUT_PACK, default -1: where memory allows, 1 forced, 0 off,
+                                           * 2 forced as two bulk copies per block (session 32, not yet run);
                                            * k_lattn_out<V4, true, true>; session 31, the default since session 32) */
     int gdn_in;                           /* GDN layers with the input projection inside the fused GDN launch (k_lgdn<true,
                                            * ATOM, true>: clusters of 8 blocks per k-head exchange the projection's
@@ -1156,7 +1157,8 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen, int emb_pdl = 0) {
                 float *zx = NULL, *zl = NULL;
                 layer_znext(b, l, &zx, &zl);
                 lean_attn la = {s->part_o, s->part_ml, b->qg, s->d_pos, da.nsplit, da.minpos, da.xs, NH, HD, &L.wo, xold, cx,
-                                L.fold_B, L.router.q, hp.n_ff_shexp ? L.shgate.q : NULL, L.ffn_norm, E, crl, zx, zl, b->att_cout == 2, b->cout_xl, L.cout_pk};
+                                L.fold_B, L.router.q, hp.n_ff_shexp ? L.shgate.q : NULL, L.ffn_norm, E, crl, zx, zl, b->att_cout == 2, b->cout_xl, L.cout_pk,
+                                b->cout_pk == 2};
                 prof_end(b, "attn.decode", (double)(s->pos + 1) * NKV * HD * 4, 0);
                 prof_begin(b);
                 int ok = lean_attn_out(&la, b->pdl, b->st, ln_slot(b, "attn.cout"), 1);
@@ -2439,7 +2441,8 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     b->cout_xl = getenv("LILAC_CUDA_COUT_XL") ? atoi(getenv("LILAC_CUDA_COUT_XL")) != 0 : 0;
     /* the default since session 32 (H200, same call: 702.5 vs 695.9 tok/s at 4096/1024; the cout kernel's
      * wait passes 0.8 µs after flash decoding ends, was 5.4): -1 = where memory allows (cu_init) */
-    b->cout_pk = getenv("LILAC_CUDA_COUT_PACK") ? atoi(getenv("LILAC_CUDA_COUT_PACK")) != 0 : -1;
+    b->cout_pk = getenv("LILAC_CUDA_COUT_PACK") ? atoi(getenv("LILAC_CUDA_COUT_PACK")) : -1;
+    if (b->cout_pk != 2 && b->cout_pk > 0) b->cout_pk = 1; /* 2: the image as two copies (k_lattn_out<.., SPLIT>) */
     /* session 26: the decode MoE as one split-K launch, opt-in: correct but 22 % slower at 4K (bench/results/2026-12-07-h200-s26 call 2); never in a deterministic run */
     /* session 30: the GDN layer's in-projection inside its fused launch, opt-in (not yet run on a device);
      * with gdn_atom only (cu_init), so never in a deterministic run */

@@ -49,6 +49,11 @@
 #define LA_MAXS 1024   /* splits at most (the weights' shared array) */
 #define LA_MAXR 512    /* rows per block at most */
 #define LA_MAXNLR 96   /* logit rows per part at most */
+#ifndef LA_DIAG_PART
+#define LA_DIAG_PART 0 /* 1: a diagnostic build (results wrong, timing only; session 32) whose blocks merge only
+                        * 1/P of their head's splits: the ceiling of a merge that splits the partials'
+                        * loads over the head's P blocks (each block now loads all of them: ~67 KB at 4K) */
+#endif
 #ifndef LA_EARLY
 #define LA_EARLY 1     /* 0: a diagnostic build (dev/lean_variant.sh lane -DLA_EARLY=0) that waits first and
                         * issues nothing before the wait, to see whether the pre-wait requests delay the
@@ -110,11 +115,18 @@ __host__ __device__ static inline size_t lattn_smem(int R, int NLR, bool XL = fa
  * wait 6.2 µs after (the combine of the ATT_COUT=0 path: 0.25); with ~53-62 KB of 16-byte cp.async
  * per block, two blocks per SM, the threads' issue itself may wait on the SM's requests in flight
  * (DRAM-paced), and the wait comes after it. A bulk copy's issue does not wait for its bytes. */
-template <bool V4 = false, bool XL = false, bool PK = false>
+/* SPLIT (LILAC_CUDA_COUT_PACK=2; session 32, not yet run; PK's form): the image as two bulk copies on two
+ * barriers, B's and the router rows' slices first (step 6 reads them), W_o's second (step 7), each
+ * waited for just before its step instead of both before step 5. Why: under PK the cout kernel's wait
+ * passes 0.8 µs after flash decoding ends (was 5.4), but its prologue grew 3.1 -> 4.6 µs (H200 trace,
+ * session 32): the image now lands after the wait, while the merge's partials load too. */
+template <bool V4 = false, bool XL = false, bool PK = false, bool SPLIT = false>
 __global__ void __launch_bounds__(LA_THREADS, 2) k_lattn_out(const __grid_constant__ lattn_args L) {
     static_assert(!PK || XL, "the packed form is XL's (the router rows' slices after the wait)");
+    static_assert(!SPLIT || PK, "the split copies are the packed form's");
     extern __shared__ __align__(16) unsigned char sm[];
-    __shared__ __align__(8) uint64_t pbar; /* PK: the packed image's arrival */
+    __shared__ __align__(8) uint64_t pbar; /* PK: the packed image's arrival (SPLIT: W_o's part) */
+    __shared__ __align__(8) uint64_t pbar2; /* SPLIT: B's and the router rows' part */
     __shared__ float la[LA_MAXNLR];  /* x_old term of the part's logit rows over head h's columns */
     __shared__ __align__(16) float xos[LA_MAXR]; /* head 0's blocks: x_old of the part's rows */
     __shared__ float inv_den;        /* 1 / the splits' weighted sum */
@@ -147,11 +159,20 @@ __global__ void __launch_bounds__(LA_THREADS, 2) k_lattn_out(const __grid_consta
      * head-h columns of the part's logit rows (zeros past NL); PK: those and the router rows' slices in
      * one bulk copy */
     if (PK && tid == 0) {
-        uint32_t pb = (uint32_t)lattn_pk_bytes(R, L.NLR, CPH);
+        uint32_t pb = (uint32_t)lattn_pk_bytes(R, L.NLR, CPH), wb = (uint32_t)R * 144; /* wb: tq | tm */
+        const unsigned char *src = L.pk + (size_t)blockIdx.x * pb;
         mbar_init(&pbar, 1);
+        if (SPLIT) mbar_init(&pbar2, 1);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-        mbar_expect_tx(&pbar, pb);
-        ln_g2s(sm, L.pk + (size_t)blockIdx.x * pb, pb, &pbar);
+        if (SPLIT) { /* tb | twr first: step 6 */
+            mbar_expect_tx(&pbar2, pb - wb);
+            ln_g2s(sm + wb, src + wb, pb - wb, &pbar2);
+            mbar_expect_tx(&pbar, wb);
+            ln_g2s(sm, src, wb, &pbar);
+        } else {
+            mbar_expect_tx(&pbar, pb);
+            ln_g2s(sm, src, pb, &pbar);
+        }
     }
     for (int i = tid; !PK && i < 8 * R; i += LA_THREADS)
         cp_async16(tq + 16 * i, L.W.q + ((size_t)(r0 + (i >> 3)) * nb + h) * 128 + 16 * (i & 7), 16);
@@ -209,6 +230,9 @@ __global__ void __launch_bounds__(LA_THREADS, 2) k_lattn_out(const __grid_consta
     /* 4. the merge: thread (quad dq: dims 4 dq .. + 3, group g: splits g, g + 8, ..); its partials'
      * loads first (one round trip), the (m, l) pairs into shared memory */
     int n = *L.pos + 1, ns = attn_fd_used(L.nsplit, L.minpos, n) + L.xs;
+#if LA_DIAG_PART
+    ns = (ns + P - 1) / P;
+#endif
     int dq = tid & 63, g = tid >> 6;
     float4 po[LA_CB];
 #pragma unroll
@@ -251,7 +275,7 @@ __global__ void __launch_bounds__(LA_THREADS, 2) k_lattn_out(const __grid_consta
     /* (mls, in red's space, was read by warp 0 before the barrier above) */
     *(float4 *)(red + g * LA_HD + 4 * dq) = acc;
     if (XL) cp_async_wait<0>(); /* the gate (step 5) and the x_old term's operands (step 6) */
-    if (PK) mbar_wait(&pbar, 0); /* the packed slices (step 6 on) */
+    if (PK && !SPLIT) mbar_wait(&pbar, 0); /* the packed slices (step 6 on) */
     __syncthreads();
     if (XL && tid < LA_HD / 4) {
         float4 gq = *(const float4 *)(tgt + 4 * tid);
@@ -275,6 +299,7 @@ __global__ void __launch_bounds__(LA_THREADS, 2) k_lattn_out(const __grid_consta
     ln_trace(L.tr, 3);
     ln_trace(L.tr, 4); /* no tiles of its own to wait for: the trace's columns stay readable */
     /* 6. logit rows: la + B_h y, a row per 32 threads (8 columns each), its share by atomicAdd */
+    if (SPLIT) mbar_wait(&pbar2, 0);
     for (int r = w; r < L.NLR; r += LA_THREADS / 32) {
         float4 y0 = *(const float4 *)(xf + 8 * lane), y1 = *(const float4 *)(xf + 8 * lane + 4);
         float yv[8] = {y0.x, y0.y, y0.z, y0.w, y1.x, y1.y, y1.z, y1.w};
@@ -295,6 +320,7 @@ __global__ void __launch_bounds__(LA_THREADS, 2) k_lattn_out(const __grid_consta
     qact Q = {xf, xq, dx, s16};
     ln_act A;
     int cc = tid & 3;
+    if (SPLIT) mbar_wait(&pbar, 0);
     ln_act_q4k(Q, 0, cc, A);
     for (int row = tid >> 2; row < R; row += LA_THREADS / 4) {
         float v = ln_dot_q4k(tq + (size_t)row * 128 + 32 * cc, tm + (size_t)row * 16, cc, A);

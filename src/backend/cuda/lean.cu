@@ -131,10 +131,11 @@ cudaError_t lean_init(size_t smem_cap, int carveout, int pad, int npre, int pair
             sk_ok = 0;
     /* the attention combine + out-projection (k_lattn.cuh): its largest plan; refused: left off */
     la_ok = 1;
-    for (int i = 0; i < 6; i++) {
-        const void *ks[6] = {(const void *)k_lattn_out<false>, (const void *)k_lattn_out<true>, (const void *)k_lattn_out<false, true>,
+    for (int i = 0; i < 8; i++) {
+        const void *ks[8] = {(const void *)k_lattn_out<false>, (const void *)k_lattn_out<true>, (const void *)k_lattn_out<false, true>,
                              (const void *)k_lattn_out<true, true>, (const void *)k_lattn_out<false, true, true>,
-                             (const void *)k_lattn_out<true, true, true>};
+                             (const void *)k_lattn_out<true, true, true>, (const void *)k_lattn_out<false, true, true, true>,
+                             (const void *)k_lattn_out<true, true, true, true>};
         const void *k = ks[i];
         if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)lattn_smem(LA_MAXR, LA_MAXNLR, true, 256)) != cudaSuccess ||
             (carveout != 0 && cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, 100) != cudaSuccess))
@@ -734,7 +735,8 @@ int lean_attn_out(const lean_attn *a, int pdl, cudaStream_t st, unsigned long lo
     L.tr = tr;
     int G = L.NH * (L.W.rows / L.R);
     size_t smem = lattn_smem(L.R, L.NLR, a->xl || a->pk, 8 * L.tpr);
-    if (a->pk) ln_launch(a->v4 ? k_lattn_out<true, true, true> : k_lattn_out<false, true, true>, G, LA_THREADS, smem, pdl, st, L);
+    if (a->pk && a->pk_split) ln_launch(a->v4 ? k_lattn_out<true, true, true, true> : k_lattn_out<false, true, true, true>, G, LA_THREADS, smem, pdl, st, L);
+    else if (a->pk) ln_launch(a->v4 ? k_lattn_out<true, true, true> : k_lattn_out<false, true, true>, G, LA_THREADS, smem, pdl, st, L);
     else if (a->xl) ln_launch(a->v4 ? k_lattn_out<true, true> : k_lattn_out<false, true>, G, LA_THREADS, smem, pdl, st, L);
     else ln_launch(a->v4 ? k_lattn_out<true> : k_lattn_out<false>, G, LA_THREADS, smem, pdl, st, L);
     return 1;

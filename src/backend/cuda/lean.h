@@ -165,6 +165,8 @@ struct lean_attn {
     int xl;                        /* the router's x_old term after the wait, its operands by cp.async (LILAC_CUDA_COUT_XL) */
     const void *pk;                /* NULL, or the static slices packed by lean_attn_pack (LILAC_CUDA_COUT_PACK): one bulk
                                     * copy per block instead of 16-byte cp.async; implies xl's form */
+    int pk_split;                  /* with pk: two bulk copies (B's and the router rows' part first), each waited
+                                    * for before its step (LILAC_CUDA_COUT_PACK=2) */
 };
 int lean_attn_out(const struct lean_attn *a, int pdl, cudaStream_t st, unsigned long long *tr, int launch);
 /* The packed slices of lean_attn_out's blocks (a->pk's form): their bytes (0: shapes not taken) and
