@@ -105,12 +105,12 @@ int main() {
     CK(cudaMemcpy(d_Ws, Ws.data(), Ws.size() * 2, cudaMemcpyHostToDevice));
     int fails = 0;
     void *d_pk = NULL; /* the packed slices (PK forms), built once from the first form's arguments */
-    for (int v = 0; v < 8; v++) { /* scalar / v4 reductions; x_old term before / after the wait (XL); packed slices (PK),
-                                   * as two copies (pk2) */
+    for (int v = 0; v < 10; v++) { /* scalar / v4 reductions; x_old term before / after the wait (XL); packed slices (PK),
+                                    * as two copies (pk2), with the merge shared by a head's cluster (pkcl) */
         int v4 = v & 1, xl = v >> 1 >= 1, pk = v >> 1 >= 2;
-        const char *vn[8] = {"scalar", "v4", "xl", "xl-v4", "pk", "pk-v4", "pk2", "pk2-v4"};
+        const char *vn[10] = {"scalar", "v4", "xl", "xl-v4", "pk", "pk-v4", "pk2", "pk2-v4", "pkcl", "pkcl-v4"};
         lean_attn a = {d_po, d_ml, d_qg, d_pos, NS, 0, XS, NH, HD, &W, d_xin, d_x, d_B, d_Wr, d_Ws, d_gf, E, d_l, d_zx, d_zl, v4, xl, NULL,
-                       v >> 1 == 3};
+                       v >> 1 == 3, v >> 1 == 4};
         if (pk) {
             if (!d_pk) {
                 size_t n = lean_attn_pack_bytes(&a);
@@ -125,7 +125,9 @@ int main() {
         CK(cudaMemset(d_l, 0, NL * 4));
         CK(cudaMemset(d_zx, 0x7f, H * 4)); /* garbage the launch must zero */
         CK(cudaMemset(d_zl, 0x7f, NL * 4));
+        long ncl = lean_attn_cl_launches();
         if (!lean_attn_out(&a, 1, st, NULL, 1)) { printf("lean_attn_out refused the shapes\n"); return 1; }
+        if (a.cl && lean_attn_cl_launches() == ncl) { printf("lattn %-7s FAIL  no cluster launch (no cluster of the head's blocks fits)\n", vn[v]); fails++; continue; }
         CK(cudaStreamSynchronize(st));
         CK(cudaGetLastError());
         std::vector<float> x(H), l(NL), zx(H), zl(NL);

@@ -399,6 +399,22 @@ static void test_att_cout_active(const char *preset) {
     qwen_model_free_synthetic(m);
 }
 
+/* lean_attn_cl_launches() through a backend of the preset (cuda_info), and its cout_pk (may be NULL) */
+static long cout_cl_launches(const char *preset, int *pk) {
+    qwen_model *m = NULL;
+    long n = -1;
+    if (qwen_model_synthetic(preset, 21, &m) != LL_OK) return -1;
+    ll_backend *be = mk_backend(m, 64);
+    cuda_info ci;
+    if (be && cuda_backend_info(be, &ci) == LL_OK) {
+        n = ci.cout_cl_launches;
+        if (pk) *pk = ci.cout_pk;
+    }
+    if (be) ll_backend_free(be);
+    qwen_model_free_synthetic(m);
+    return n;
+}
+
 /* LILAC_CUDA_GDN_IN=1 takes effect on every GDN layer of the real dimensions (so that the switch tests
  * compare two forms), not in a deterministic run and not without GDN_ATOM (its atomic form only). */
 static void test_gdn_in_active(const char *preset) {
@@ -918,9 +934,17 @@ static void tests_att_cout(void) {
     test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_COUT_PACK", "1", "0", "ATT_COUT with its slices packed at load", 0);
     /* session 32: the image as two bulk copies on two barriers (COUT_PACK=2) */
     test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_COUT_PACK", "2", "0", "ATT_COUT with its packed slices as two copies", 0);
+    /* session 32: a head's blocks as one cluster sharing the merge (COUT_CL, with the default pack); the
+     * form falls back to the pack's where no cluster fits, so the launches are counted */
+    long ncl = cout_cl_launches("qwen3.6-35b-a3b-L4", NULL);
+    test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_COUT_CL", "1", "0", "ATT_COUT with the merge shared by a head's cluster", 0);
+    int pk = 0;
+    long ncl2 = cout_cl_launches("qwen3.6-35b-a3b-L4", &pk);
+    check(ncl2 > ncl && pk == 1, "COUT_CL=1 launched the cluster form (%ld launches) and the pack is the default (cout_pk %d)", ncl2 - ncl, pk);
     setenv("LILAC_CUDA_ATT_COUT", "2", 1);
     test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_COUT_PACK", "1", "0", "packed ATT_COUT, four-float reductions, 1200 positions", 0);
     test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_COUT_PACK", "2", "0", "packed ATT_COUT as two copies, four-float reductions, 1200 positions", 0);
+    test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_COUT_CL", "1", "0", "cluster-merged ATT_COUT, four-float reductions, 1200 positions", 0);
     unsetenv("LILAC_CUDA_ATT_COUT");
     setenv("LILAC_CUDA_KV", "bf16", 1);
     test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_ATT_COUT", "1", "0", "ATT_COUT on the bf16 cache", 0);

@@ -142,6 +142,8 @@ struct cu_backend {
     int comb_nd;                          /* the attention combine's dims per block (LILAC_CUDA_COMB_ND: 32 default: twice the
                                            * blocks of half the threads, +2.3 tok/s at 4K, session 19; 64 as before) */
     int fd_nsdiv;                         /* with fd_fg 4: splits = the 8-head blocks' / fd_nsdiv (LILAC_CUDA_FD_NSDIV, default 2) */
+    int cout_cl;                          /* cout_pk: a head's blocks as one cluster sharing the merge's partial loads
+                                           * (LILAC_CUDA_COUT_CL=1, session 32, opt-in, not yet run) */
     int pf_cout;                          /* and the next attention layer's packed cout slices (LILAC_CUDA_PF_COUT=1,
                                            * session 32, opt-in) */
     int pfnext;                           /* the MoE down prefetches the next input projection into L2: 0 off, 1 after its wait, 2 at entry (default) */
@@ -1158,7 +1160,7 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen, int emb_pdl = 0) {
                 layer_znext(b, l, &zx, &zl);
                 lean_attn la = {s->part_o, s->part_ml, b->qg, s->d_pos, da.nsplit, da.minpos, da.xs, NH, HD, &L.wo, xold, cx,
                                 L.fold_B, L.router.q, hp.n_ff_shexp ? L.shgate.q : NULL, L.ffn_norm, E, crl, zx, zl, b->att_cout == 2, b->cout_xl, L.cout_pk,
-                                b->cout_pk == 2};
+                                b->cout_pk == 2, b->cout_cl};
                 prof_end(b, "attn.decode", (double)(s->pos + 1) * NKV * HD * 4, 0);
                 prof_begin(b);
                 int ok = lean_attn_out(&la, b->pdl, b->st, ln_slot(b, "attn.cout"), 1);
@@ -2443,6 +2445,7 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
      * wait passes 0.8 µs after flash decoding ends, was 5.4): -1 = where memory allows (cu_init) */
     b->cout_pk = getenv("LILAC_CUDA_COUT_PACK") ? atoi(getenv("LILAC_CUDA_COUT_PACK")) : -1;
     if (b->cout_pk != 2 && b->cout_pk > 0) b->cout_pk = 1; /* 2: the image as two copies (k_lattn_out<.., SPLIT>) */
+    b->cout_cl = getenv("LILAC_CUDA_COUT_CL") && atoi(getenv("LILAC_CUDA_COUT_CL")) == 1;
     /* session 26: the decode MoE as one split-K launch, opt-in: correct but 22 % slower at 4K (bench/results/2026-12-07-h200-s26 call 2); never in a deterministic run */
     /* session 30: the GDN layer's in-projection inside its fused launch, opt-in (not yet run on a device);
      * with gdn_atom only (cu_init), so never in a deterministic run */
@@ -2534,6 +2537,8 @@ extern "C" ll_status cuda_backend_info(ll_backend *be, cuda_info *out) {
     out->att_cout = b->att_cout;
     out->moe_pack = b->moe_pack;
     out->gdn_in = b->gdn_in;
+    out->cout_pk = b->att_cout ? b->cout_pk : 0;
+    out->cout_cl_launches = lean_attn_cl_launches();
     return LL_OK;
 }
 

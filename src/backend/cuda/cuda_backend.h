@@ -29,6 +29,8 @@ typedef struct cuda_info {
     int att_cout;                 /* 1: the attention combine + out-projection + fold are one launch (LILAC_CUDA_ATT_COUT=1, not in deterministic runs) */
     int moe_pack;                 /* the MoE weights also tile-packed (LILAC_CUDA_MOE_PACK: 1 gate/up, 2 the down, 3 both) */
     int gdn_in;                   /* GDN layers whose input projection runs inside the fused GDN launch (LILAC_CUDA_GDN_IN=1) */
+    int cout_pk;                  /* ATT_COUT's slices packed at load (LILAC_CUDA_COUT_PACK: 1, 2 as two copies; 0 off) */
+    long cout_cl_launches;        /* launches of its cluster-merge form so far in this process (LILAC_CUDA_COUT_CL=1) */
 } cuda_info;
 
 typedef struct cuda_kernel_time {

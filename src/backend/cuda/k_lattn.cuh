@@ -39,6 +39,7 @@
 #define LILAC_K_LATTN_CUH
 
 #include "k_lean.cuh"
+#include "k_lmoe_sk.cuh" /* the cluster primitives (the CL form) */
 
 #define LA_HD 256      /* head dim the kernel is built for (one Q4_K super-block of W_o per row and head) */
 #define LA_THREADS 512
@@ -120,16 +121,27 @@ __host__ __device__ static inline size_t lattn_smem(int R, int NLR, bool XL = fa
  * waited for just before its step instead of both before step 5. Why: under PK the cout kernel's wait
  * passes 0.8 µs after flash decoding ends (was 5.4), but its prologue grew 3.1 -> 4.6 µs (H200 trace,
  * session 32): the image now lands after the wait, while the merge's partials load too. */
-template <bool V4 = false, bool XL = false, bool PK = false, bool SPLIT = false>
+/* CL (LILAC_CUDA_COUT_CL=1; session 32, not yet run; PK's form): a head's P blocks are one thread-block
+ * cluster (P <= 8) and share the merge: block `part` loads only splits part, part + P, .. (one P-th of
+ * the head's partials, ~8 KB at 4K instead of ~67 KB), merges them against its own maximum, publishes
+ * (o[256], max, den) in its shared memory, and after a cluster barrier every block combines the P
+ * shares read through distributed shared memory (8 KB). Why: under PK the prologue after the wait grew
+ * to 4.6 µs while the head's 8 blocks each load all its partials (8.6 MB of L2 -> SM traffic per layer
+ * for 1 MB of data) beside the image landing; -DLA_DIAG_PART=1 measures the ceiling. The sums' order
+ * differs from the one-block merge (the atomic form's results vary anyway). */
+template <bool V4 = false, bool XL = false, bool PK = false, bool SPLIT = false, bool CL = false>
 __global__ void __launch_bounds__(LA_THREADS, 2) k_lattn_out(const __grid_constant__ lattn_args L) {
     static_assert(!PK || XL, "the packed form is XL's (the router rows' slices after the wait)");
     static_assert(!SPLIT || PK, "the split copies are the packed form's");
+    static_assert(!CL || (PK && !SPLIT), "the cluster merge is the packed form's");
     extern __shared__ __align__(16) unsigned char sm[];
     __shared__ __align__(8) uint64_t pbar; /* PK: the packed image's arrival (SPLIT: W_o's part) */
     __shared__ __align__(8) uint64_t pbar2; /* SPLIT: B's and the router rows' part */
     __shared__ float la[LA_MAXNLR];  /* x_old term of the part's logit rows over head h's columns */
     __shared__ __align__(16) float xos[LA_MAXR]; /* head 0's blocks: x_old of the part's rows */
     __shared__ float inv_den;        /* 1 / the splits' weighted sum */
+    __shared__ __align__(16) float clo[CL ? LA_HD + 4 : 4]; /* CL: this block's share of the merge (relative to
+                                                           * its own maximum), then (max, den) */
     ln_trace(L.tr, 0);
 #if !LA_EARLY
     pdl_wait();
@@ -233,15 +245,19 @@ __global__ void __launch_bounds__(LA_THREADS, 2) k_lattn_out(const __grid_consta
 #if LA_DIAG_PART
     ns = (ns + P - 1) / P;
 #endif
+    /* CL: this block's splits are sp0 + P j (j < ns); the others' indices below are local j */
+    const int sp0 = CL ? part : 0, spk = CL ? P : 1;
+    if (CL) ns = ns > part ? (ns - part + P - 1) / P : 0;
     int dq = tid & 63, g = tid >> 6;
     float4 po[LA_CB];
 #pragma unroll
     for (int k = 0; k < LA_CB; k++) {
         int s = g + LA_GROUPS * k;
-        po[k] = s < ns ? __ldcg((const float4 *)(L.part_o + ((size_t)s * L.NH + h) * LA_HD + 4 * dq)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        po[k] = s < ns ? __ldcg((const float4 *)(L.part_o + ((size_t)(sp0 + spk * s) * L.NH + h) * LA_HD + 4 * dq))
+                       : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
     float2 *mls = (float2 *)red; /* the (m, l) pairs, in the group sums' space until step 5 */
-    for (int s = tid; s < ns; s += LA_THREADS) mls[s] = __ldcg((const float2 *)(L.part_ml + 2 * ((size_t)s * L.NH + h)));
+    for (int s = tid; s < ns; s += LA_THREADS) mls[s] = __ldcg((const float2 *)(L.part_ml + 2 * ((size_t)(sp0 + spk * s) * L.NH + h)));
     __syncthreads();
     if (w == 0) { /* the weights exp(m_s - M) / sum_s exp(m_s - M) l_s (empty splits: m = -inf, weight 0) */
         float M = -INFINITY;
@@ -256,6 +272,7 @@ __global__ void __launch_bounds__(LA_THREADS, 2) k_lattn_out(const __grid_consta
         }
         den = warp_sum(den);
         if (lane == 0) inv_den = den > 0.0f ? 1.0f / den : 0.0f;
+        if (CL && lane == 0) { clo[LA_HD] = M; clo[LA_HD + 1] = den; }
     }
     __syncthreads();
     float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
@@ -268,7 +285,7 @@ __global__ void __launch_bounds__(LA_THREADS, 2) k_lattn_out(const __grid_consta
     }
     for (int s = g + LA_GROUPS * LA_CB; s < ns; s += LA_GROUPS) { /* more splits than one round trip takes */
         float e = wts[s];
-        float4 t = __ldcg((const float4 *)(L.part_o + ((size_t)s * L.NH + h) * LA_HD + 4 * dq));
+        float4 t = __ldcg((const float4 *)(L.part_o + ((size_t)(sp0 + spk * s) * L.NH + h) * LA_HD + 4 * dq));
         acc.x = fmaf(e, t.x, acc.x); acc.y = fmaf(e, t.y, acc.y);
         acc.z = fmaf(e, t.z, acc.z); acc.w = fmaf(e, t.w, acc.w);
     }
@@ -290,9 +307,33 @@ __global__ void __launch_bounds__(LA_THREADS, 2) k_lattn_out(const __grid_consta
             float4 t = *(const float4 *)(red + k * LA_HD + 4 * tid);
             v.x += t.x; v.y += t.y; v.z += t.z; v.w += t.w;
         }
-        float inv = inv_den;
-        v = make_float4(v.x * inv * gt.x, v.y * inv * gt.y, v.z * inv * gt.z, v.w * inv * gt.w);
-        ln_quant_store4(v, 4 * tid, lane, xf, xq, dx, s16);
+        if constexpr (CL) {
+            *(float4 *)(clo + 4 * tid) = v;
+        } else {
+            float inv = inv_den;
+            v = make_float4(v.x * inv * gt.x, v.y * inv * gt.y, v.z * inv * gt.z, v.w * inv * gt.w);
+            ln_quant_store4(v, 4 * tid, lane, xf, xq, dx, s16);
+        }
+    }
+    if constexpr (CL) { /* every block's share published; the P shares combined by warps 0-1 */
+        sk_cluster_arrive();
+        sk_cluster_wait();
+        if (tid < LA_HD / 4) {
+            float M = -INFINITY;
+            for (int q = 0; q < P; q++) M = fmaxf(M, sk_ld_cluster4(clo + LA_HD, (unsigned)q).x);
+            float den = 0.0f;
+            float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            for (int q = 0; q < P; q++) {
+                float4 md = sk_ld_cluster4(clo + LA_HD, (unsigned)q), t = sk_ld_cluster4(clo + 4 * tid, (unsigned)q);
+                float e = md.x == -INFINITY ? 0.0f : __expf(md.x - M); /* a block without splits: max -inf, nothing */
+                den = fmaf(e, md.y, den);
+                v.x = fmaf(e, t.x, v.x); v.y = fmaf(e, t.y, v.y); v.z = fmaf(e, t.z, v.z); v.w = fmaf(e, t.w, v.w);
+            }
+            float inv = den > 0.0f ? 1.0f / den : 0.0f;
+            v = make_float4(v.x * inv * gt.x, v.y * inv * gt.y, v.z * inv * gt.z, v.w * inv * gt.w);
+            ln_quant_store4(v, 4 * tid, lane, xf, xq, dx, s16);
+        }
+        sk_cluster_arrive(); /* this block's reads of the others' shares done (the wait: before it exits) */
     }
     cp_async_wait<0>(); /* this thread's copies; the barrier publishes everyone's */
     __syncthreads();
@@ -333,6 +374,7 @@ __global__ void __launch_bounds__(LA_THREADS, 2) k_lattn_out(const __grid_consta
                 asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(L.x + r0 + row), "f"(v), "f"(v1), "f"(v2), "f"(v3) : "memory");
         } else if (cc == 0) atomicAdd(L.x + r0 + row, v);
     }
+    if constexpr (CL) sk_cluster_wait(); /* no block leaves while another may still read its shares */
     ln_trace(L.tr, 2);
 }
 

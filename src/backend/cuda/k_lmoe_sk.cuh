@@ -77,6 +77,18 @@ __device__ __forceinline__ void sk_st_cluster(float *p, unsigned rank, float v) 
     __trap();
 #endif
 }
+/* *p (a shared-memory address of this block) read in block `rank` of the cluster (k_lattn_out's CL form) */
+__device__ __forceinline__ float4 sk_ld_cluster4(const float *p, unsigned rank) {
+    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    uint32_t ra;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(smem_u32(p)), "r"(rank));
+    asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(ra) : "memory");
+#else
+    __trap();
+#endif
+    return v;
+}
 /* the cluster barrier in two halves: arrive (release: this thread's stores, remote ones included,
  * become visible to the cluster) and wait (acquire); every thread of every block takes both */
 __device__ __forceinline__ void sk_cluster_arrive() {

@@ -131,11 +131,12 @@ cudaError_t lean_init(size_t smem_cap, int carveout, int pad, int npre, int pair
             sk_ok = 0;
     /* the attention combine + out-projection (k_lattn.cuh): its largest plan; refused: left off */
     la_ok = 1;
-    for (int i = 0; i < 8; i++) {
-        const void *ks[8] = {(const void *)k_lattn_out<false>, (const void *)k_lattn_out<true>, (const void *)k_lattn_out<false, true>,
-                             (const void *)k_lattn_out<true, true>, (const void *)k_lattn_out<false, true, true>,
-                             (const void *)k_lattn_out<true, true, true>, (const void *)k_lattn_out<false, true, true, true>,
-                             (const void *)k_lattn_out<true, true, true, true>};
+    for (int i = 0; i < 10; i++) {
+        const void *ks[10] = {(const void *)k_lattn_out<false>, (const void *)k_lattn_out<true>, (const void *)k_lattn_out<false, true>,
+                              (const void *)k_lattn_out<true, true>, (const void *)k_lattn_out<false, true, true>,
+                              (const void *)k_lattn_out<true, true, true>, (const void *)k_lattn_out<false, true, true, true>,
+                              (const void *)k_lattn_out<true, true, true, true>, (const void *)k_lattn_out<false, true, true, false, true>,
+                              (const void *)k_lattn_out<true, true, true, false, true>};
         const void *k = ks[i];
         if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)lattn_smem(LA_MAXR, LA_MAXNLR, true, 256)) != cudaSuccess ||
             (carveout != 0 && cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, 100) != cudaSuccess))
@@ -728,6 +729,43 @@ static int la_plan(const lean_attn *a, lattn_args *L) {
     return 1;
 }
 
+static long la_cl_launches = 0;
+/* k_lattn_out's CL form: a launch in clusters of P blocks (a head's), 0 (nothing launched) where no such
+ * cluster can be resident with smem bytes a block (cudaOccupancyMaxActiveClusters, cached) */
+static int la_launch_cl(void (*kern)(lattn_args), int G, int P, size_t smem, int pdl, cudaStream_t st, const lattn_args &L) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)G);
+    cfg.blockDim = dim3(LA_THREADS);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    cudaLaunchAttribute at[2];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = (unsigned)P;
+    at[0].val.clusterDim.y = 1;
+    at[0].val.clusterDim.z = 1;
+    at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[1].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    static struct { void (*k)(lattn_args); size_t smem; int P, n; } memo[8];
+    static int nmemo = 0;
+    int n = -1;
+    for (int i = 0; i < nmemo && n < 0; i++)
+        if (memo[i].k == kern && memo[i].smem == smem && memo[i].P == P) n = memo[i].n;
+    if (n < 0) {
+        if (cudaOccupancyMaxActiveClusters(&n, kern, &cfg) != cudaSuccess) n = 0;
+        cudaGetLastError();
+        if (nmemo < 8) memo[nmemo++] = {kern, smem, P, n};
+    }
+    if (n < 1) return 0;
+    cfg.numAttrs = pdl ? 2 : 1;
+    cudaLaunchKernelEx(&cfg, kern, L);
+    la_cl_launches++;
+    return 1;
+}
+
+long lean_attn_cl_launches(void) { return la_cl_launches; }
+
 int lean_attn_out(const lean_attn *a, int pdl, cudaStream_t st, unsigned long long *tr, int launch) {
     lattn_args L;
     if (!la_plan(a, &L)) return 0;
@@ -735,6 +773,10 @@ int lean_attn_out(const lean_attn *a, int pdl, cudaStream_t st, unsigned long lo
     L.tr = tr;
     int G = L.NH * (L.W.rows / L.R);
     size_t smem = lattn_smem(L.R, L.NLR, a->xl || a->pk, 8 * L.tpr);
+    int P = L.W.rows / L.R;
+    if (a->pk && a->cl && !a->pk_split && P <= 8 &&
+        la_launch_cl(a->v4 ? k_lattn_out<true, true, true, false, true> : k_lattn_out<false, true, true, false, true>, G, P, smem, pdl, st, L))
+        return 1;
     if (a->pk && a->pk_split) ln_launch(a->v4 ? k_lattn_out<true, true, true, true> : k_lattn_out<false, true, true, true>, G, LA_THREADS, smem, pdl, st, L);
     else if (a->pk) ln_launch(a->v4 ? k_lattn_out<true, true, true> : k_lattn_out<false, true, true>, G, LA_THREADS, smem, pdl, st, L);
     else if (a->xl) ln_launch(a->v4 ? k_lattn_out<true, true> : k_lattn_out<false, true>, G, LA_THREADS, smem, pdl, st, L);

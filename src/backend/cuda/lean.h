@@ -167,8 +167,13 @@ struct lean_attn {
                                     * copy per block instead of 16-byte cp.async; implies xl's form */
     int pk_split;                  /* with pk: two bulk copies (B's and the router rows' part first), each waited
                                     * for before its step (LILAC_CUDA_COUT_PACK=2) */
+    int cl;                        /* with pk (not pk_split): a head's blocks as one cluster sharing the merge
+                                    * (LILAC_CUDA_COUT_CL=1; falls back to pk's form where P > 8 or no such
+                                    * cluster fits) */
 };
 int lean_attn_out(const struct lean_attn *a, int pdl, cudaStream_t st, unsigned long long *tr, int launch);
+/* launches of the CL form so far (a->cl falls back to the packed form where no cluster fits: the lab checks) */
+long lean_attn_cl_launches(void);
 /* The packed slices of lean_attn_out's blocks (a->pk's form): their bytes (0: shapes not taken) and
  * their construction from a's W_o, B, router rows into pk (device, lean_attn_pack_bytes; synchronous on st). */
 size_t lean_attn_pack_bytes(const struct lean_attn *a);
