@@ -77,6 +77,22 @@
 #ifndef LN_GU_REGS
 #define LN_GU_REGS 56
 #endif
+/* Where k_lmoe_gu lets the MoE down launch (session 32, experiment; dev/lean_variant.sh gut1 -DLN_GU_TRIG=1,
+ * never run): 0 right after its wait (PDL convention); 1 once the block's first tile has landed; 2 once
+ * its last has. Why: the down's blocks enter at the trigger and at once ask the copy engine for their
+ * whole ring (~45 KB per SM) plus the next in-projection's L2 prefetch; on the same SMs gate/up's first
+ * routed copies, the step's critical path, queue behind that burst (see LN_GU_REGS above). The down
+ * needs its tiles only after its own wait and ~1.5 µs of prologue. */
+#ifndef LN_GU_TRIG
+#define LN_GU_TRIG 0
+#endif
+/* The same for k_lgemv (dev/lean_variant.sh gvt2 -DLN_GEMV_TRIG=2, never run): the GDN in-projection's
+ * window takes ~228 KB per SM, 108 of its own tiles and 120 of the fused GDN kernel's pre-wait loads
+ * (state, W_out and fold slices), which enter at its trigger; 2 lets them in only once the block's
+ * last tile has landed (the fused kernel needs them only after its wait). */
+#ifndef LN_GEMV_TRIG
+#define LN_GEMV_TRIG 0
+#endif
 #define LN_STAGE (36 * LN_THREADS) /* one Q4_K tile of LN_THREADS chunks (36 bytes each) */
 /* dynamic shared memory per block (default; LILAC_CUDA_LN_SMEM): more than half of an SM's 228 KB,
  * so two blocks of one kernel never share an SM (lean.h) */
@@ -654,7 +670,7 @@ __device__ __forceinline__ void ln_gemv_body(const lgemv_args &L) {
     }
 #endif
     pdl_wait();
-    pdl_trigger();
+    if (!LN_GEMV_TRIG) pdl_trigger();
     ln_trace(L.trace, 1);
 #ifdef LN_ICTEST /* diagnostic (session 21): the same code twice (a loop), stamps 40 and 41: cold vs warm
                  * instruction cache (the second pass's loads also hit L1) */
@@ -725,6 +741,7 @@ __device__ __forceinline__ void ln_gemv_body(const lgemv_args &L) {
         mbar_wait(&bar[i % NST], (uint32_t)((i / NST) & 1));
         if (i == 0) ln_trace(L.trace, 4);
         if (i == mine - 1) ln_trace(L.trace, 6);
+        if ((LN_GEMV_TRIG == 1 && i == 0) || (LN_GEMV_TRIG == 2 && i == mine - 1)) pdl_trigger();
         const unsigned char *base = sm + (size_t)(i % NST) * L.stage;
         bool refill = i + NST < mine; /* the same in every thread */
         if (W.type == GT_BF16 && L.tr[s] * K == 8 * LN_THREADS) {
@@ -985,7 +1002,7 @@ __global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lmoe_gu(const __grid_co
         ln_act_q4k(Q, 0, c, A);
         ln_act_scale(A, rn);
         pdl_wait();
-        pdl_trigger();
+        if (!LN_GU_TRIG) pdl_trigger();
         ln_trace(L.tr, 1);
         if (warp == 0) {
             ln_topk(a.logits, a.E, a.k, ids, wts);
@@ -999,7 +1016,7 @@ __global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lmoe_gu(const __grid_co
          * tiles' requests, the other warps the prologue meanwhile (its barrier publishes ids[]) */
         __syncthreads(); /* the ring's barriers initialised */
         pdl_wait();
-        pdl_trigger();
+        if (!LN_GU_TRIG) pdl_trigger();
         ln_trace(L.tr, 1);
         if (warp == 0) { /* the first routed stage only: the rest after the barrier (each copy costs
                           * ~150 ns of issue, which the other warps would wait out at the barrier) */
@@ -1040,6 +1057,7 @@ __global__ void __launch_bounds__(LN_THREADS, LN_MINB) k_lmoe_gu(const __grid_co
         mbar_wait(&bar[i % NST], (uint32_t)((i / NST) & 1));
         if (i == 0) ln_trace(L.tr, 4);
         if (i == mine - 1) ln_trace(L.tr, 6);
+        if ((LN_GU_TRIG == 1 && i == 0) || (LN_GU_TRIG == 2 && i == mine - 1)) pdl_trigger();
         const unsigned char *base = sm + (size_t)(i % NST) * L.stage;
         float vg = ln_dot_tile(GT_Q4_K, base, TH, a.H, rr, c, A, NULL);
         float vu = ln_dot_tile(GT_Q4_K, base + mat, TH, a.H, rr, c, A, NULL);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The next session's bundles (~8 min here; run scripts/setup.sh first on a fresh machine):
-#   .cuda-wt/x.tar.xz  lilac + lilac-trace + lilac-dpart + gpu_test + lab/lattn, no fixtures (calls A, C)
+#   .cuda-wt/x.tar.xz  lilac + lilac-{trace,dpart,gut1,gut2,gvt2,tgut1} + gpu_test + lab/lattn, no fixtures
+#                      (calls A, A2, C; the variants cost little: xz shares their common bytes)
 #   .cuda-wt/f.tar.xz  lilac + gpu_test + fixtures + gpu_session.sh (call B, the whole suite)
 set -e
 cd "$(dirname "$0")/../../../.."
@@ -13,6 +14,10 @@ rm -f build/lilac-*
 NOLAB=1 dev/gpu_bundle.sh && mv .cuda-wt/b.tar.xz .cuda-wt/f.tar.xz
 SRCS="lean.cu cuda_backend.cu" dev/lean_variant.sh trace -DLILAC_LN_TRACE
 SRCS="lean.cu" dev/lean_variant.sh dpart -DLA_DIAG_PART=1
+SRCS="lean.cu" dev/lean_variant.sh gut1 -DLN_GU_TRIG=1
+SRCS="lean.cu" dev/lean_variant.sh gut2 -DLN_GU_TRIG=2
+SRCS="lean.cu" dev/lean_variant.sh gvt2 -DLN_GEMV_TRIG=2
+SRCS="lean.cu cuda_backend.cu" dev/lean_variant.sh tgut1 -DLILAC_LN_TRACE -DLN_GU_TRIG=1
 NOFIX=1 LAB=lattn dev/gpu_bundle.sh && mv .cuda-wt/b.tar.xz .cuda-wt/x.tar.xz
 rm -f build/lilac-*
 git rev-parse HEAD > .cuda-wt/HEAD.txt
