@@ -105,11 +105,35 @@ static void test_shapes(int H, int NH, int R, int E, int ws) {
     free(wq); free(wsc); free(B); free(Wr); free(Ws); free(img);
 }
 
+/* The CL form's split of the merge: over a head's P blocks, every split of [0, ns) exactly once (a
+ * split merged twice or never would move the attention output without any error) */
+static void test_cl_splits(void) {
+    int bad = 0, cases = 0;
+    for (int P = 1; P <= 8; P++)
+        for (int ns = 1; ns <= 140; ns++) {
+            int seen[140] = {0}, total = 0;
+            for (int part = 0; part < P; part++) {
+                int c = lattn_cl_count(ns, part, P);
+                total += c;
+                for (int j = 0; j < c; j++) {
+                    int s = lattn_cl_split(part, P, j);
+                    if (s < 0 || s >= ns) bad++;
+                    else seen[s]++;
+                }
+            }
+            for (int s = 0; s < ns; s++) bad += seen[s] != 1;
+            bad += total != ns;
+            cases++;
+        }
+    check(bad == 0, "the CL merge's splits: each of [0, ns) once over the P blocks (%d cases, P 1..8, ns 1..140; %d wrong)", cases, bad);
+}
+
 int main(void) {
     printf("# the cout kernel's packed slices (lattn_pk_src), host\n");
     test_shapes(2048, 16, 256, 256, 1); /* the 35B: 8 parts, 33 logit rows a part (the last part 25 + zeros) */
     test_shapes(1024, 8, 128, 64, 0);   /* no shared gate; CPH 128, 8 parts of 128 rows */
     test_shapes(1024, 16, 128, 40, 1);  /* CPH 64 (tpr 8): the router slices of 8 pieces a row */
+    test_cl_splits();
     printf("1..%d\n", n_test);
     return n_fail ? 1 : 0;
 }

@@ -87,6 +87,12 @@ struct lattn_args {
     const unsigned char *pk;
 };
 
+/* The CL form's share of the merge: block `part` of a head's P takes splits lattn_cl_split(part, P, j)
+ * for j < lattn_cl_count(ns, part, P): every split of [0, ns) exactly once over the P blocks
+ * (tests/cuda_host/test_lattn_pack.cu checks it) */
+__host__ __device__ static inline int lattn_cl_count(int ns, int part, int P) { return ns > part ? (ns - part + P - 1) / P : 0; }
+__host__ __device__ static inline int lattn_cl_split(int part, int P, int j) { return part + P * j; }
+
 /* One block's packed slices: W_o's R rows of super-block h (R x 128 B quants, R x 16 B scales), B's
  * head-h columns of the part's NLR logit rows (NLR x 512 B) and the router rows' head-h columns
  * (NLR x CPH BF16); rows past NL zero. */
@@ -245,19 +251,18 @@ __global__ void __launch_bounds__(LA_THREADS, 2) k_lattn_out(const __grid_consta
 #if LA_DIAG_PART
     ns = (ns + P - 1) / P;
 #endif
-    /* CL: this block's splits are sp0 + P j (j < ns); the others' indices below are local j */
-    const int sp0 = CL ? part : 0, spk = CL ? P : 1;
-    if (CL) ns = ns > part ? (ns - part + P - 1) / P : 0;
+    /* CL: this block's splits are lattn_cl_split(part, P, j) (j < ns); the indices below are local j */
+    if (CL) ns = lattn_cl_count(ns, part, P);
     int dq = tid & 63, g = tid >> 6;
     float4 po[LA_CB];
 #pragma unroll
     for (int k = 0; k < LA_CB; k++) {
         int s = g + LA_GROUPS * k;
-        po[k] = s < ns ? __ldcg((const float4 *)(L.part_o + ((size_t)(sp0 + spk * s) * L.NH + h) * LA_HD + 4 * dq))
+        po[k] = s < ns ? __ldcg((const float4 *)(L.part_o + ((size_t)(CL ? lattn_cl_split(part, P, s) : s) * L.NH + h) * LA_HD + 4 * dq))
                        : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
     float2 *mls = (float2 *)red; /* the (m, l) pairs, in the group sums' space until step 5 */
-    for (int s = tid; s < ns; s += LA_THREADS) mls[s] = __ldcg((const float2 *)(L.part_ml + 2 * ((size_t)(sp0 + spk * s) * L.NH + h)));
+    for (int s = tid; s < ns; s += LA_THREADS) mls[s] = __ldcg((const float2 *)(L.part_ml + 2 * ((size_t)(CL ? lattn_cl_split(part, P, s) : s) * L.NH + h)));
     __syncthreads();
     if (w == 0) { /* the weights exp(m_s - M) / sum_s exp(m_s - M) l_s (empty splits: m = -inf, weight 0) */
         float M = -INFINITY;
@@ -285,7 +290,7 @@ __global__ void __launch_bounds__(LA_THREADS, 2) k_lattn_out(const __grid_consta
     }
     for (int s = g + LA_GROUPS * LA_CB; s < ns; s += LA_GROUPS) { /* more splits than one round trip takes */
         float e = wts[s];
-        float4 t = __ldcg((const float4 *)(L.part_o + ((size_t)(sp0 + spk * s) * L.NH + h) * LA_HD + 4 * dq));
+        float4 t = __ldcg((const float4 *)(L.part_o + ((size_t)(CL ? lattn_cl_split(part, P, s) : s) * L.NH + h) * LA_HD + 4 * dq));
         acc.x = fmaf(e, t.x, acc.x); acc.y = fmaf(e, t.y, acc.y);
         acc.z = fmaf(e, t.z, acc.z); acc.w = fmaf(e, t.w, acc.w);
     }
