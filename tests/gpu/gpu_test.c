@@ -934,17 +934,23 @@ static void tests_att_cout(void) {
     test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_COUT_PACK", "1", "0", "ATT_COUT with its slices packed at load", 0);
     /* session 32: the image as two bulk copies on two barriers (COUT_PACK=2) */
     test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_COUT_PACK", "2", "0", "ATT_COUT with its packed slices as two copies", 0);
-    /* session 32: a head's blocks as one cluster sharing the merge (COUT_CL, with the default pack); the
-     * form falls back to the pack's where no cluster fits, so the launches are counted */
-    long ncl = cout_cl_launches("qwen3.6-35b-a3b-L4", NULL);
-    test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_COUT_CL", "1", "0", "ATT_COUT with the merge shared by a head's cluster", 0);
+    /* session 32: a head's blocks as one cluster sharing the merge (COUT_CL, with the one-copy pack: the
+     * default before session 33); the form falls back to the pack's where no cluster fits, so the
+     * launches are counted */
     int pk = 0;
+    long ncl = cout_cl_launches("qwen3.6-35b-a3b-L4", &pk);
+    check(pk == 2, "the two-copy pack is the default (cout_pk %d; session 33)", pk);
+    setenv("LILAC_CUDA_COUT_PACK", "1", 1); /* the cluster form is the one-copy pack's (the two-copy form has none) */
+    test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_COUT_CL", "1", "0", "ATT_COUT with the merge shared by a head's cluster", 0);
     long ncl2 = cout_cl_launches("qwen3.6-35b-a3b-L4", &pk);
-    check(ncl2 > ncl && pk == 1, "COUT_CL=1 launched the cluster form (%ld launches) and the pack is the default (cout_pk %d)", ncl2 - ncl, pk);
+    check(ncl2 > ncl && pk == 1, "COUT_CL=1 launched the cluster form (%ld launches; cout_pk %d)", ncl2 - ncl, pk);
+    unsetenv("LILAC_CUDA_COUT_PACK");
     setenv("LILAC_CUDA_ATT_COUT", "2", 1);
     test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_COUT_PACK", "1", "0", "packed ATT_COUT, four-float reductions, 1200 positions", 0);
     test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_COUT_PACK", "2", "0", "packed ATT_COUT as two copies, four-float reductions, 1200 positions", 0);
+    setenv("LILAC_CUDA_COUT_PACK", "1", 1); /* the switch tests above unset it */
     test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_COUT_CL", "1", "0", "cluster-merged ATT_COUT, four-float reductions, 1200 positions", 0);
+    unsetenv("LILAC_CUDA_COUT_PACK");
     unsetenv("LILAC_CUDA_ATT_COUT");
     setenv("LILAC_CUDA_KV", "bf16", 1);
     test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_ATT_COUT", "1", "0", "ATT_COUT on the bf16 cache", 0);

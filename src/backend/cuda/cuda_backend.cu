@@ -185,9 +185,10 @@ struct cu_backend {
                                            * (LILAC_CUDA_COUT_XL; k_lattn_out<V4, true>; session 31) */
     int cout_pk;                          /* att_cout: W_o's, B's and the router rows' slices packed at load per block
                                            * (dlayer.cout_pk, ~7 MB per attention layer) and requested by one bulk copy
-                                           * (LILAC_CUDA_COUT_PACK, default -1: where memory allows, 1 forced, 0 off,
-                                           * 2 forced as two bulk copies per block (session 32, not yet run);
-                                           * k_lattn_out<V4, true, true>; session 31, the default since session 32) */
+                                           * (LILAC_CUDA_COUT_PACK, default -1: where memory allows as 2, two bulk copies
+                                           * per block on two barriers (k_lattn_out<V4, true, true, true>; session 32,
+                                           * the default since session 33), 1 forced as one copy (k_lattn_out<V4, true,
+                                           * true>; session 31, the default in session 32), 2 forced, 0 off) */
     int gdn_in;                           /* GDN layers with the input projection inside the fused GDN launch (k_lgdn<true,
                                            * ATOM, true>: clusters of 8 blocks per k-head exchange the projection's
                                            * outputs through distributed shared memory): opt-in LILAC_CUDA_GDN_IN=1, only
@@ -2321,7 +2322,8 @@ static ll_status cu_init(cu_backend *b) {
                 lean_attn la = cout_probe_args(b, l);
                 need += lean_attn_pack_bytes(&la);
             }
-            b->cout_pk = cudaMemGetInfo(&fr, &tot) == cudaSuccess && need + LL_MAX((size_t)4 << 30, tot / 8) <= fr;
+            /* the two-copy form (session 33, H100 same calls: 645.2 vs 643.4 and 644.9 vs 644.3 tok/s at 4096/1024) */
+            b->cout_pk = cudaMemGetInfo(&fr, &tot) == cudaSuccess && need + LL_MAX((size_t)4 << 30, tot / 8) <= fr ? 2 : 0;
         }
         for (int l = 0; l < hp.n_layer && b->att_cout && b->cout_pk; l++) { /* the packed slices (LILAC_CUDA_COUT_PACK) */
             if (!hp.is_attn[l]) continue;
@@ -2442,7 +2444,8 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     if (b->att_cout != 1 && b->att_cout != 2) b->att_cout = 0; /* 2: x's rows as four-float reductions */
     b->cout_xl = getenv("LILAC_CUDA_COUT_XL") ? atoi(getenv("LILAC_CUDA_COUT_XL")) != 0 : 0;
     /* the default since session 32 (H200, same call: 702.5 vs 695.9 tok/s at 4096/1024; the cout kernel's
-     * wait passes 0.8 µs after flash decoding ends, was 5.4): -1 = where memory allows (cu_init) */
+     * wait passes 0.8 µs after flash decoding ends, was 5.4): -1 = where memory allows (cu_init), as the
+     * two-copy form since session 33 */
     b->cout_pk = getenv("LILAC_CUDA_COUT_PACK") ? atoi(getenv("LILAC_CUDA_COUT_PACK")) : -1;
     if (b->cout_pk != 2 && b->cout_pk > 0) b->cout_pk = 1; /* 2: the image as two copies (k_lattn_out<.., SPLIT>) */
     b->cout_cl = getenv("LILAC_CUDA_COUT_CL") && atoi(getenv("LILAC_CUDA_COUT_CL")) == 1;
