@@ -415,6 +415,26 @@ static long cout_cl_launches(const char *preset, int *pk) {
     return n;
 }
 
+/* LILAC_CUDA_FD_PH=1 (session 33) takes effect with the default cout form on the preset's real
+ * dimensions, and not with COUT_PACK=1 (whose kernel reads FP32 partials) */
+static void test_fd_ph_active(const char *preset) {
+    qwen_model *m = NULL;
+    if (qwen_model_synthetic(preset, 21, &m) != LL_OK) { check(0, "synthetic: %s", ll_errmsg()); return; }
+    int on[2] = {-1, -1};
+    setenv("LILAC_CUDA_FD_PH", "1", 1);
+    for (int k = 0; k < 2; k++) {
+        if (k) setenv("LILAC_CUDA_COUT_PACK", "1", 1);
+        ll_backend *be = mk_backend(m, 64);
+        cuda_info ci;
+        if (be && cuda_backend_info(be, &ci) == LL_OK) on[k] = ci.fd_ph;
+        if (be) ll_backend_free(be);
+    }
+    unsetenv("LILAC_CUDA_COUT_PACK");
+    unsetenv("LILAC_CUDA_FD_PH");
+    check(on[0] == 1 && on[1] == 0, "%s: LILAC_CUDA_FD_PH=1 is on with the default cout form (%d), off with COUT_PACK=1 (%d)", preset, on[0], on[1]);
+    qwen_model_free_synthetic(m);
+}
+
 /* LILAC_CUDA_GDN_IN=1 takes effect on every GDN layer of the real dimensions (so that the switch tests
  * compare two forms), not in a deterministic run and not without GDN_ATOM (its atomic form only). */
 static void test_gdn_in_active(const char *preset) {
@@ -945,7 +965,14 @@ static void tests_att_cout(void) {
     long ncl2 = cout_cl_launches("qwen3.6-35b-a3b-L4", &pk);
     check(ncl2 > ncl && pk == 1, "COUT_CL=1 launched the cluster form (%ld launches; cout_pk %d)", ncl2 - ncl, pk);
     unsetenv("LILAC_CUDA_COUT_PACK");
+    /* session 33: flash decoding's partials as FP16 o / l for the two-copy form (FD_PH=1): a wrong
+     * weight (e instead of e l), a half read at the float index or an unnormalised store moves the
+     * logits past the bound */
+    test_fd_ph_active("qwen3.6-35b-a3b-L4");
+    test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_FD_PH", "1", "0", "ATT_COUT from FP16 partials", 0);
+    test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_FD_PH", "1", "0", "ATT_COUT from FP16 partials, 1200 positions", 0);
     setenv("LILAC_CUDA_ATT_COUT", "2", 1);
+    test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_FD_PH", "1", "0", "ATT_COUT from FP16 partials, four-float reductions", 0);
     test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_COUT_PACK", "1", "0", "packed ATT_COUT, four-float reductions, 1200 positions", 0);
     test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_COUT_PACK", "2", "0", "packed ATT_COUT as two copies, four-float reductions, 1200 positions", 0);
     setenv("LILAC_CUDA_COUT_PACK", "1", 1); /* the switch tests above unset it */

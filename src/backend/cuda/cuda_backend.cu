@@ -139,6 +139,9 @@ struct cu_backend {
     unsigned long long *fz_bar;           /* its grid barrier counter (device) */
     int fd_fg;                            /* query heads per flash-decoding block: 8 (default) or 4 (LILAC_CUDA_FD_FG=4: fits next to the projection before it) */
     int fd_mma;                           /* flash-decoding with the tensor-core loop (HD 256, 8 heads per kv head; LILAC_CUDA_FD_MMA=0: the per-position loop) */
+    int fd_ph;                            /* LILAC_CUDA_FD_PH=1 (session 33, opt-in, not yet run): flash decoding stores its
+                                           * partials as FP16 o / l where the two-copy cout form reads them
+                                           * (k_attn_decode_fd<.., PH>, k_lattn_out<.., PH>): half the merge's loads */
     int comb_nd;                          /* the attention combine's dims per block (LILAC_CUDA_COMB_ND: 32 default: twice the
                                            * blocks of half the threads, +2.3 tok/s at 4K, session 19; 64 as before) */
     int fd_nsdiv;                         /* with fd_fg 4: splits = the 8-head blocks' / fd_nsdiv (LILAC_CUDA_FD_NSDIV, default 2) */
@@ -1095,6 +1098,8 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen, int emb_pdl = 0) {
                                  s->d_pos, NH, NKV, HD, hp.n_rot, s->n_ctx, eps, b->kv_q8};
             /* fused: the flash-decoding kernel does the prep's work (k_attn_decode_fd<8, false>) */
             int fused = b->fd_ns && b->fd_fused && HD == 256 && NH / NKV <= FD_G;
+            /* fd_ph: FP16 partials, only where the cout kernel's two-copy form reads them (lean_attn.ph) */
+            int ph = b->fd_ph && cout && fused && b->fd_fg != 4 && b->kv_q8 && b->cout_pk == 2 && L.cout_pk;
             if (!fused) {
                 prof_begin(b);
                 launch_pdl(b, k_attn_prep, dim3(NH + 2 * NKV, 1), dim3(HD), 0, pa);
@@ -1140,6 +1145,10 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen, int emb_pdl = 0) {
                             da.nsplit = ns = ns - 1;
                             da.xs = 1;
                         }
+                        if (ph)
+                            launch_pdl(b, b->fd_mma ? k_attn_decode_fd<8, false, FD_G, true, true, true> : k_attn_decode_fd<8, false, FD_G, true, false, true>,
+                                       dim3(NKV, ns + da.xs), dim3(FD_WARPS * 32), fsm, da);
+                        else
                         launch_pdl(b, b->kv_q8 ? (b->fd_mma ? k_attn_decode_fd<8, false, FD_G, true, true> : k_attn_decode_fd<8, false, FD_G, true>)
                                                : (b->fd_mma ? k_attn_decode_fd<8, false, FD_G, false, true> : k_attn_decode_fd<8, false>),
                                    dim3(NKV, ns + da.xs), dim3(FD_WARPS * 32), fsm, da);
@@ -1161,7 +1170,7 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen, int emb_pdl = 0) {
                 layer_znext(b, l, &zx, &zl);
                 lean_attn la = {s->part_o, s->part_ml, b->qg, s->d_pos, da.nsplit, da.minpos, da.xs, NH, HD, &L.wo, xold, cx,
                                 L.fold_B, L.router.q, hp.n_ff_shexp ? L.shgate.q : NULL, L.ffn_norm, E, crl, zx, zl, b->att_cout == 2, b->cout_xl, L.cout_pk,
-                                b->cout_pk == 2, b->cout_cl};
+                                b->cout_pk == 2, b->cout_cl, ph};
                 prof_end(b, "attn.decode", (double)(s->pos + 1) * NKV * HD * 4, 0);
                 prof_begin(b);
                 int ok = lean_attn_out(&la, b->pdl, b->st, ln_slot(b, "attn.cout"), 1);
@@ -2175,6 +2184,8 @@ static ll_status cu_init(cu_backend *b) {
             CU_TRY(cudaFuncSetAttribute(k_attn_decode_fd<8, false, FD_G, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fsm));
             CU_TRY(cudaFuncSetAttribute(k_attn_decode_fd<8, true, FD_G, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fsm));
             CU_TRY(cudaFuncSetAttribute(k_attn_decode_fd<8, false, FD_G, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fsm));
+            CU_TRY(cudaFuncSetAttribute(k_attn_decode_fd<8, false, FD_G, true, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fsm));
+            CU_TRY(cudaFuncSetAttribute(k_attn_decode_fd<8, false, FD_G, true, true, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)fsm));
             if (getenv("LILAC_CUDA_FD_CARVE") && atoi(getenv("LILAC_CUDA_FD_CARVE"))) {
                 /* experiment (session 31): flash decoding at the lean kernels' shared-memory split (lean_init
                  * keeps those at 100 %), so that no SM changes its L1 / shared split between the qkv
@@ -2486,6 +2497,7 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     b->fd_fg = getenv("LILAC_CUDA_FD_FG") && atoi(getenv("LILAC_CUDA_FD_FG")) == 4 ? 4 : 8;
     /* session 12: flash-decoding's loop on tensor cores (k_attn_dec.cuh, fd_mma_tile) */
     b->fd_mma = !(getenv("LILAC_CUDA_FD_MMA") && !atoi(getenv("LILAC_CUDA_FD_MMA")));
+    b->fd_ph = getenv("LILAC_CUDA_FD_PH") && atoi(getenv("LILAC_CUDA_FD_PH")) == 1;
     b->comb_nd = getenv("LILAC_CUDA_COMB_ND") && atoi(getenv("LILAC_CUDA_COMB_ND")) == 64 ? 64 : 32;
     /* the 4-head blocks' splits: the 8-head count / fd_nsdiv (2: as many blocks; 1: twice as many) */
     b->fd_nsdiv = getenv("LILAC_CUDA_FD_NSDIV") && atoi(getenv("LILAC_CUDA_FD_NSDIV")) == 1 ? 1 : 2;
@@ -2541,6 +2553,7 @@ extern "C" ll_status cuda_backend_info(ll_backend *be, cuda_info *out) {
     out->moe_pack = b->moe_pack;
     out->gdn_in = b->gdn_in;
     out->cout_pk = b->att_cout ? b->cout_pk : 0;
+    out->fd_ph = b->att_cout && b->cout_pk == 2 && b->kv_q8 && b->fd_fg != 4 && b->fd_ns && b->fd_fused ? b->fd_ph : 0;
     out->cout_cl_launches = lean_attn_cl_launches();
     return LL_OK;
 }

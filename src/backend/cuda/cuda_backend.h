@@ -31,6 +31,7 @@ typedef struct cuda_info {
     int gdn_in;                   /* GDN layers whose input projection runs inside the fused GDN launch (LILAC_CUDA_GDN_IN=1) */
     int cout_pk;                  /* ATT_COUT's slices packed at load (LILAC_CUDA_COUT_PACK: 1, 2 as two copies; 0 off) */
     long cout_cl_launches;        /* launches of its cluster-merge form so far in this process (LILAC_CUDA_COUT_CL=1) */
+    int fd_ph;                    /* flash decoding's partials as FP16 o / l for the two-copy cout form (LILAC_CUDA_FD_PH=1) */
 } cuda_info;
 
 typedef struct cuda_kernel_time {

@@ -407,8 +407,13 @@ __device__ __forceinline__ void fd_mma_store(const fd_mma_state &st, int lane, f
 
 /* One block (FD_WARPS warps) of k_attn_decode_fd: kv head kvh, split `split` of NS; fsm: dynamic
  * shared memory of attn_fd_smem(HD) bytes. */
-/* MMA: the tensor-core loop above (DPL 8, FG 8) instead of the per-position one. */
-template <int DPL, bool NC, int FG = FD_G, bool Q8 = false, bool MMA = false>
+/* MMA: the tensor-core loop above (DPL 8, FG 8) instead of the per-position one.
+ * PH (LILAC_CUDA_FD_PH=1, session 33, for k_lattn_out<.., PH> only): each partial stored normalised
+ * (o / l) in FP16 in part_o's space, half the bytes the cout kernel's ~128 blocks each load for their
+ * head's merge (~67 KB a block at 4K: -DLA_DIAG_PART's ceiling of cutting them was +7 tok/s on an
+ * H100); o / l is a convex combination of V rows, so FP16's range holds it and its 11 bits are finer
+ * than the q8 codes the merged y becomes. (m, l) stay FP32. */
+template <int DPL, bool NC, int FG = FD_G, bool Q8 = false, bool MMA = false, bool PH = false>
 __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, int split, int NS, float *fsm, bool pdl = false,
                                               int g0 = 0) {
     constexpr int HD = 32 * DPL;
@@ -511,7 +516,10 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
             for (int d = lane; d < HD; d += 32) t = fmaf(qs[g * HD + d], kvs[d], t);
             t = warp_sum(t);
             long h = (long)split * a.NH + kvh * G + g0 + g;
-            for (int d = lane; d < HD; d += 32) a.part_o[h * HD + d] = kvs[HD + d];
+            if constexpr (PH) /* l = 1: o / l = v */
+                for (int d = lane; d < HD; d += 32) ((__half *)a.part_o)[h * HD + d] = __float2half_rn(kvs[HD + d]);
+            else
+                for (int d = lane; d < HD; d += 32) a.part_o[h * HD + d] = kvs[HD + d];
             if (lane == 0) { a.part_ml[h * 2] = t; a.part_ml[h * 2 + 1] = 1.0f; }
         }
         return;
@@ -675,7 +683,14 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
 #pragma unroll
             for (int ww = 0; ww < FD_WARPS; ww++) O += e[ww] * wo[fd_wo(ww * FG + g, d, HD)];
         int h = kvh * G + g0 + g;
-        a.part_o[((long)split * a.NH + h) * HD + d] = O;
+        if constexpr (PH) { /* o / l (0 for an empty split: its weight is 0 too) */
+            float Lh = 0.0f;
+            if (M != -INFINITY)
+                for (int ww = 0; ww < FD_WARPS; ww++) Lh += e[ww] * wml[(ww * FG + g) * 2 + 1];
+            ((__half *)a.part_o)[((long)split * a.NH + h) * HD + d] = __float2half_rn(Lh > 0.0f ? O / Lh : 0.0f);
+        } else {
+            a.part_o[((long)split * a.NH + h) * HD + d] = O;
+        }
         if (d == 0) {
             if (M != -INFINITY)
                 for (int ww = 0; ww < FD_WARPS; ww++) L += e[ww] * wml[(ww * FG + g) * 2 + 1];
@@ -690,12 +705,12 @@ __device__ __forceinline__ void attn_fd_block(const attn_dec_args &a, int kvh, i
 /* FG < FD_G (LILAC_CUDA_FD_FG=4, session 10): a block takes FG of the kv head's query heads (grid.x =
  * NKV * FD_G / FG) at <= 128 registers, so that it fits on an SM next to the 16-warp input projection
  * before it and its K/V loads start while that projection runs. */
-template <int DPL, bool NC = true, int FG = FD_G, bool Q8 = false, bool MMA = false>
+template <int DPL, bool NC = true, int FG = FD_G, bool Q8 = false, bool MMA = false, bool PH = false>
 __global__ void __launch_bounds__(FD_WARPS * 32, FG < FD_G ? 2 : MMA ? FD_MINB_MMA : 1) k_attn_decode_fd(const attn_dec_args a) {
     extern __shared__ __align__(16) float fsm[];
     ln_trace(a.tr, 0);
     constexpr int NHG = FD_G / FG;
-    attn_fd_block<DPL, NC, FG, Q8, MMA>(a, blockIdx.x / NHG, blockIdx.y, gridDim.y - a.xs, fsm, true, (blockIdx.x % NHG) * FG); /* waits after its prefetch, then triggers */
+    attn_fd_block<DPL, NC, FG, Q8, MMA, PH>(a, blockIdx.x / NHG, blockIdx.y, gridDim.y - a.xs, fsm, true, (blockIdx.x % NHG) * FG); /* waits after its prefetch, then triggers */
     ln_trace(a.tr, 2);
 }
 

@@ -135,10 +135,24 @@ __host__ __device__ static inline size_t lattn_smem(int R, int NLR, bool XL = fa
  * to 4.6 µs while the head's 8 blocks each load all its partials (8.6 MB of L2 -> SM traffic per layer
  * for 1 MB of data) beside the image landing; -DLA_DIAG_PART=1 measures the ceiling. The sums' order
  * differs from the one-block merge (the atomic form's results vary anyway). */
-template <bool V4 = false, bool XL = false, bool PK = false, bool SPLIT = false, bool CL = false>
+/* One thread's 4 dims of a partial: FP32 (flash decoding's unnormalised o) or, PH, FP16 o / l
+ * (k_attn_decode_fd<.., PH>; LILAC_CUDA_FD_PH=1) at the same element index i */
+template <bool PH> __device__ __forceinline__ float4 lattn_ld_part(const float *po, size_t i) {
+    if constexpr (PH) {
+        uint2 u = __ldcg((const uint2 *)((const __half *)po + i));
+        float2 a = __half22float2(*(const __half2 *)&u.x), b = __half22float2(*(const __half2 *)&u.y);
+        return make_float4(a.x, a.y, b.x, b.y);
+    } else {
+        return __ldcg((const float4 *)(po + i));
+    }
+}
+
+/* PH (session 33, with SPLIT): the partials as FP16 o / l, so a split's weight is exp(m - M) l */
+template <bool V4 = false, bool XL = false, bool PK = false, bool SPLIT = false, bool CL = false, bool PH = false>
 __global__ void __launch_bounds__(LA_THREADS, 2) k_lattn_out(const __grid_constant__ lattn_args L) {
     static_assert(!PK || XL, "the packed form is XL's (the router rows' slices after the wait)");
     static_assert(!SPLIT || PK, "the split copies are the packed form's");
+    static_assert(!PH || (SPLIT && !CL), "the FP16 partials are the two-copy form's");
     static_assert(!CL || (PK && !SPLIT), "the cluster merge is the packed form's");
     extern __shared__ __align__(16) unsigned char sm[];
     __shared__ __align__(8) uint64_t pbar; /* PK: the packed image's arrival (SPLIT: W_o's part) */
@@ -258,7 +272,7 @@ __global__ void __launch_bounds__(LA_THREADS, 2) k_lattn_out(const __grid_consta
 #pragma unroll
     for (int k = 0; k < LA_CB; k++) {
         int s = g + LA_GROUPS * k;
-        po[k] = s < ns ? __ldcg((const float4 *)(L.part_o + ((size_t)(CL ? lattn_cl_split(part, P, s) : s) * L.NH + h) * LA_HD + 4 * dq))
+        po[k] = s < ns ? lattn_ld_part<PH>(L.part_o, ((size_t)(CL ? lattn_cl_split(part, P, s) : s) * L.NH + h) * LA_HD + 4 * dq)
                        : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
     float2 *mls = (float2 *)red; /* the (m, l) pairs, in the group sums' space until step 5 */
@@ -272,7 +286,7 @@ __global__ void __launch_bounds__(LA_THREADS, 2) k_lattn_out(const __grid_consta
         for (int s = lane; s < ns; s += 32) {
             float2 t = mls[s];
             float e = t.x == -INFINITY ? 0.0f : __expf(t.x - M);
-            wts[s] = e;
+            wts[s] = PH ? e * t.y : e;
             den = fmaf(e, t.y, den);
         }
         den = warp_sum(den);
@@ -290,7 +304,7 @@ __global__ void __launch_bounds__(LA_THREADS, 2) k_lattn_out(const __grid_consta
     }
     for (int s = g + LA_GROUPS * LA_CB; s < ns; s += LA_GROUPS) { /* more splits than one round trip takes */
         float e = wts[s];
-        float4 t = __ldcg((const float4 *)(L.part_o + ((size_t)(CL ? lattn_cl_split(part, P, s) : s) * L.NH + h) * LA_HD + 4 * dq));
+        float4 t = lattn_ld_part<PH>(L.part_o, ((size_t)(CL ? lattn_cl_split(part, P, s) : s) * L.NH + h) * LA_HD + 4 * dq);
         acc.x = fmaf(e, t.x, acc.x); acc.y = fmaf(e, t.y, acc.y);
         acc.z = fmaf(e, t.z, acc.z); acc.w = fmaf(e, t.w, acc.w);
     }

@@ -131,12 +131,14 @@ cudaError_t lean_init(size_t smem_cap, int carveout, int pad, int npre, int pair
             sk_ok = 0;
     /* the attention combine + out-projection (k_lattn.cuh): its largest plan; refused: left off */
     la_ok = 1;
-    for (int i = 0; i < 10; i++) {
-        const void *ks[10] = {(const void *)k_lattn_out<false>, (const void *)k_lattn_out<true>, (const void *)k_lattn_out<false, true>,
+    for (int i = 0; i < 12; i++) {
+        const void *ks[12] = {(const void *)k_lattn_out<false>, (const void *)k_lattn_out<true>, (const void *)k_lattn_out<false, true>,
                               (const void *)k_lattn_out<true, true>, (const void *)k_lattn_out<false, true, true>,
                               (const void *)k_lattn_out<true, true, true>, (const void *)k_lattn_out<false, true, true, true>,
                               (const void *)k_lattn_out<true, true, true, true>, (const void *)k_lattn_out<false, true, true, false, true>,
-                              (const void *)k_lattn_out<true, true, true, false, true>};
+                              (const void *)k_lattn_out<true, true, true, false, true>,
+                              (const void *)k_lattn_out<false, true, true, true, false, true>,
+                              (const void *)k_lattn_out<true, true, true, true, false, true>};
         const void *k = ks[i];
         if (cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)lattn_smem(LA_MAXR, LA_MAXNLR, true, 256)) != cudaSuccess ||
             (carveout != 0 && cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, 100) != cudaSuccess))
@@ -768,7 +770,7 @@ long lean_attn_cl_launches(void) { return la_cl_launches; }
 
 int lean_attn_out(const lean_attn *a, int pdl, cudaStream_t st, unsigned long long *tr, int launch) {
     lattn_args L;
-    if (!la_plan(a, &L)) return 0;
+    if (!la_plan(a, &L) || (a->ph && !(a->pk && a->pk_split))) return 0;
     if (!launch) return 1;
     L.tr = tr;
     int G = L.NH * (L.W.rows / L.R);
@@ -777,7 +779,9 @@ int lean_attn_out(const lean_attn *a, int pdl, cudaStream_t st, unsigned long lo
     if (a->pk && a->cl && !a->pk_split && P <= 8 &&
         la_launch_cl(a->v4 ? k_lattn_out<true, true, true, false, true> : k_lattn_out<false, true, true, false, true>, G, P, smem, pdl, st, L))
         return 1;
-    if (a->pk && a->pk_split) ln_launch(a->v4 ? k_lattn_out<true, true, true, true> : k_lattn_out<false, true, true, true>, G, LA_THREADS, smem, pdl, st, L);
+    if (a->pk && a->pk_split && a->ph)
+        ln_launch(a->v4 ? k_lattn_out<true, true, true, true, false, true> : k_lattn_out<false, true, true, true, false, true>, G, LA_THREADS, smem, pdl, st, L);
+    else if (a->pk && a->pk_split) ln_launch(a->v4 ? k_lattn_out<true, true, true, true> : k_lattn_out<false, true, true, true>, G, LA_THREADS, smem, pdl, st, L);
     else if (a->pk) ln_launch(a->v4 ? k_lattn_out<true, true, true> : k_lattn_out<false, true, true>, G, LA_THREADS, smem, pdl, st, L);
     else if (a->xl) ln_launch(a->v4 ? k_lattn_out<true, true> : k_lattn_out<false, true>, G, LA_THREADS, smem, pdl, st, L);
     else ln_launch(a->v4 ? k_lattn_out<true> : k_lattn_out<false>, G, LA_THREADS, smem, pdl, st, L);

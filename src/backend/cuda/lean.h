@@ -170,6 +170,8 @@ struct lean_attn {
     int cl;                        /* with pk (not pk_split): a head's blocks as one cluster sharing the merge
                                     * (LILAC_CUDA_COUT_CL=1; falls back to pk's form where P > 8 or no such
                                     * cluster fits) */
+    int ph;                        /* with pk_split: part_o holds FP16 o / l (k_attn_decode_fd<.., PH>,
+                                    * LILAC_CUDA_FD_PH=1); lean_attn_out refuses it with any other form */
 };
 int lean_attn_out(const struct lean_attn *a, int pdl, cudaStream_t st, unsigned long long *tr, int launch);
 /* launches of the CL form so far (a->cl falls back to the packed form where no cluster fits: the lab checks) */
