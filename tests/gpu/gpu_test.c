@@ -1025,6 +1025,13 @@ static void tests_graph_steps(void) {
     setenv("LILAC_CUDA_STEP_PDL", "1", 1);
     test_switch_same_bits("qwen3.6-35b-a3b-L4", 300, 8, "LILAC_CUDA_GRAPH_STEPS", "3", "1", "3 steps per graph, embed and finish with PDL");
     unsetenv("LILAC_CUDA_STEP_PDL");
+    /* session 33: programmatic dependent launches overlap each kernel's pre-wait part with its
+     * predecessor's tail; in a deterministic run that overlap must move no bit. A kernel reading
+     * before its wait what its predecessor writes after the trigger (or writing what it still reads)
+     * would differ here from the launches without overlap. (Why now: a build whose dense GEMV
+     * triggered later, -DLN_GEMV_TRIG=2, changed the 35B's deterministic digest.) The attention
+     * layer and the GDN layers of L4 both run. */
+    test_switch_same_bits("qwen3.6-35b-a3b-L4", 300, 8, "LILAC_CUDA_PDL", "1", "0", "programmatic dependent launches (vs none)");
 }
 
 int main(int argc, char **argv) {
