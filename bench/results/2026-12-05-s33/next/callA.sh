@@ -11,6 +11,8 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv | tee $OUT/gpu.txt
 timeout 60 ./lab/lattn 2>&1 | tee $OUT/lab_lattn.txt | grep -E "OK|FAIL" | cut -c1-60
 timeout 300 ./gpu_test --cout > $OUT/gpu_test_cout.txt 2>&1
 grep -E "not ok|^# .* tests" $OUT/gpu_test_cout.txt | tail -6
+timeout 150 ./gpu_test --steps > $OUT/gpu_test_steps.txt 2>&1  # its last test: deterministic decode with PDL on vs off, the same bits
+grep -E "not ok|^# .* tests" $OUT/gpu_test_steps.txt | tail -4
 Q="bench --synthetic qwen3.6-35b-a3b --backend cuda --quick --max-len 4096 --mem-ctx 0 --deterministic"
 for v in "new:lilac:" "new-pdl0:lilac:LILAC_CUDA_PDL=0" "gvt2:lilac-gvt2:" "gvt2-again:lilac-gvt2:" "gvt2-pdl0:lilac-gvt2:LILAC_CUDA_PDL=0"; do
   n=${v%%:*}; r=${v#*:}; b=${r%%:*}; e=${r#*:}
