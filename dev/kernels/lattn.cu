@@ -7,7 +7,8 @@
  *     x_old, Q4_K W_o, BF16 B / W_r / W_s: x = x_old + W_o y and the raw logits against an fp64 host
  *     reference (y = the merged, gated attention output: q8-rounded on the device, so x agrees to
  *     ~1e-2 relative, the logits, from fp32 y, to ~1e-5); the next layer's buffers zeroed;
- *   - the same from FP16 partials o / l (pk2h: flash decoding's LILAC_CUDA_FD_PH=1 form);
+ *   - the same from FP16 partials o / l (pk2h: flash decoding's LILAC_CUDA_FD_PH=1 form) and with 512
+ *     W_o rows a block (pk2r512: LILAC_CUDA_COUT_R=512, 4 blocks a head);
  *   - time: N launches in one CUDA graph with PDL, each waiting for the one before.
  * If gpu_test --cout fails, this says which part is wrong (x: the merge, gate, quantization or W_o
  * slice; logits: the x_old term or B's slice; zeros: the chain's first step).
@@ -118,23 +119,25 @@ int main() {
     CK(cudaMalloc(&d_poh, poh.size() * 2));
     CK(cudaMemcpy(d_poh, poh.data(), poh.size() * 2, cudaMemcpyHostToDevice));
     int fails = 0;
-    void *d_pk = NULL; /* the packed slices (PK forms), built once from the first form's arguments */
-    for (int v = 0; v < 12; v++) { /* scalar / v4 reductions; x_old term before / after the wait (XL); packed slices (PK),
+    void *d_pk[2] = {NULL, NULL}; /* the packed slices (PK forms) of 256 / 512 rows a block, built once each */
+    for (int v = 0; v < 14; v++) { /* scalar / v4 reductions; x_old term before / after the wait (XL); packed slices (PK),
                                     * as two copies (pk2), with the merge shared by a head's cluster (pkcl), pk2 from
-                                    * FP16 partials (pk2h, LILAC_CUDA_FD_PH) */
-        int v4 = v & 1, xl = v >> 1 >= 1, pk = v >> 1 >= 2, ph = v >> 1 == 5;
-        const char *vn[12] = {"scalar", "v4", "xl", "xl-v4", "pk", "pk-v4", "pk2", "pk2-v4", "pkcl", "pkcl-v4", "pk2h", "pk2h-v4"};
+                                    * FP16 partials (pk2h, LILAC_CUDA_FD_PH), pk2 with 512 W_o rows a block (4 blocks
+                                    * a head: LILAC_CUDA_COUT_R=512) */
+        int v4 = v & 1, xl = v >> 1 >= 1, pk = v >> 1 >= 2, ph = v >> 1 == 5, r512 = v >> 1 == 6;
+        const char *vn[14] = {"scalar", "v4", "xl", "xl-v4", "pk", "pk-v4", "pk2", "pk2-v4", "pkcl", "pkcl-v4", "pk2h", "pk2h-v4",
+                              "pk2r512", "pk2r512-v4"};
         lean_attn a = {ph ? (const float *)d_poh : d_po, d_ml, d_qg, d_pos, NS, 0, XS, NH, HD, &W, d_xin, d_x, d_B, d_Wr, d_Ws, d_gf, E, d_l, d_zx, d_zl,
-                       v4, xl, NULL, v >> 1 == 3 || ph, v >> 1 == 4, ph};
+                       v4, xl, NULL, v >> 1 == 3 || ph || r512, v >> 1 == 4, ph, r512 ? 512 : 0};
         if (pk) {
-            if (!d_pk) {
+            if (!d_pk[r512]) {
                 size_t n = lean_attn_pack_bytes(&a);
                 if (n == 0) { printf("lean_attn_pack_bytes refused the shapes\n"); return 1; }
-                CK(cudaMalloc(&d_pk, n));
-                CK(cudaMemset(d_pk, 0x5a, n)); /* garbage the pack must overwrite everywhere */
-                CK(lean_attn_pack(&a, d_pk, st));
+                CK(cudaMalloc(&d_pk[r512], n));
+                CK(cudaMemset(d_pk[r512], 0x5a, n)); /* garbage the pack must overwrite everywhere */
+                CK(lean_attn_pack(&a, d_pk[r512], st));
             }
-            a.pk = d_pk;
+            a.pk = d_pk[r512];
         }
         CK(cudaMemset(d_x, 0, H * 4));
         CK(cudaMemset(d_l, 0, NL * 4));

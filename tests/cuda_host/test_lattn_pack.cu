@@ -133,6 +133,8 @@ int main(void) {
     test_shapes(2048, 16, 256, 256, 1); /* the 35B: 8 parts, 33 logit rows a part (the last part 25 + zeros) */
     test_shapes(1024, 8, 128, 64, 0);   /* no shared gate; CPH 128, 8 parts of 128 rows */
     test_shapes(1024, 16, 128, 40, 1);  /* CPH 64 (tpr 8): the router slices of 8 pieces a row */
+    test_shapes(2048, 16, 512, 256, 1); /* LILAC_CUDA_COUT_R=512 on the 35B: 4 parts, 65 logit rows a part */
+    test_shapes(2048, 16, 128, 256, 1); /* LILAC_CUDA_COUT_R=128: 16 parts, 17 logit rows a part */
     test_cl_splits();
     printf("1..%d\n", n_test);
     return n_fail ? 1 : 0;

@@ -435,6 +435,22 @@ static void test_fd_ph_active(const char *preset) {
     qwen_model_free_synthetic(m);
 }
 
+/* LILAC_CUDA_COUT_R=<rows> (session 33) keeps ATT_COUT and its two-copy pack on the preset (a plan
+ * refused would leave ATT_COUT off, and the switch tests would compare the combine with itself) */
+static void test_cout_r_active(const char *preset, const char *rows) {
+    qwen_model *m = NULL;
+    if (qwen_model_synthetic(preset, 21, &m) != LL_OK) { check(0, "synthetic: %s", ll_errmsg()); return; }
+    int pk = -1;
+    setenv("LILAC_CUDA_COUT_R", rows, 1);
+    ll_backend *be = mk_backend(m, 64);
+    cuda_info ci;
+    if (be && cuda_backend_info(be, &ci) == LL_OK) pk = ci.cout_pk;
+    if (be) ll_backend_free(be);
+    unsetenv("LILAC_CUDA_COUT_R");
+    check(pk == 2, "%s: LILAC_CUDA_COUT_R=%s keeps ATT_COUT with the two-copy pack (cout_pk %d)", preset, rows, pk);
+    qwen_model_free_synthetic(m);
+}
+
 /* LILAC_CUDA_GDN_IN=1 takes effect on every GDN layer of the real dimensions (so that the switch tests
  * compare two forms), not in a deterministic run and not without GDN_ATOM (its atomic form only). */
 static void test_gdn_in_active(const char *preset) {
@@ -971,6 +987,16 @@ static void tests_att_cout(void) {
     test_fd_ph_active("qwen3.6-35b-a3b-L4");
     test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_FD_PH", "1", "0", "ATT_COUT from FP16 partials", 0);
     test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_FD_PH", "1", "0", "ATT_COUT from FP16 partials, 1200 positions", 0);
+    /* session 33: 512 W_o rows a cout block (4 blocks a head, each loading its head's partials once) and
+     * 128 (16 a head): another pack layout, another split of the logit rows; a row or slice of the wrong
+     * part moves the logits past the bound */
+    test_cout_r_active("qwen3.6-35b-a3b-L4", "512");
+    test_cout_r_active("qwen3.6-35b-a3b-L4", "128");
+    test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_COUT_R", "512", "0", "ATT_COUT with 512 W_o rows a block", 0);
+    test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_COUT_R", "128", "0", "ATT_COUT with 128 W_o rows a block, 1200 positions", 0);
+    setenv("LILAC_CUDA_FD_PH", "1", 1);
+    test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_COUT_R", "512", "0", "ATT_COUT with 512 rows a block from FP16 partials", 0);
+    unsetenv("LILAC_CUDA_FD_PH");
     setenv("LILAC_CUDA_ATT_COUT", "2", 1);
     test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_FD_PH", "1", "0", "ATT_COUT from FP16 partials, four-float reductions", 0);
     test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_COUT_PACK", "1", "0", "packed ATT_COUT, four-float reductions, 1200 positions", 0);

@@ -139,6 +139,8 @@ struct cu_backend {
     unsigned long long *fz_bar;           /* its grid barrier counter (device) */
     int fd_fg;                            /* query heads per flash-decoding block: 8 (default) or 4 (LILAC_CUDA_FD_FG=4: fits next to the projection before it) */
     int fd_mma;                           /* flash-decoding with the tensor-core loop (HD 256, 8 heads per kv head; LILAC_CUDA_FD_MMA=0: the per-position loop) */
+    int cout_r;                           /* att_cout: W_o rows per cout block (LILAC_CUDA_COUT_R = 128, 256 or 512;
+                                           * 0 the plan's own, 256 on the 35B: 8 blocks a head), session 33, opt-in */
     int fd_ph;                            /* LILAC_CUDA_FD_PH=1 (session 33, opt-in, not yet run): flash decoding stores its
                                            * partials as FP16 o / l where the two-copy cout form reads them
                                            * (k_attn_decode_fd<.., PH>, k_lattn_out<.., PH>): half the merge's loads */
@@ -1170,7 +1172,7 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen, int emb_pdl = 0) {
                 layer_znext(b, l, &zx, &zl);
                 lean_attn la = {s->part_o, s->part_ml, b->qg, s->d_pos, da.nsplit, da.minpos, da.xs, NH, HD, &L.wo, xold, cx,
                                 L.fold_B, L.router.q, hp.n_ff_shexp ? L.shgate.q : NULL, L.ffn_norm, E, crl, zx, zl, b->att_cout == 2, b->cout_xl, L.cout_pk,
-                                b->cout_pk == 2, b->cout_cl, ph};
+                                b->cout_pk == 2, b->cout_cl, ph, b->cout_r};
                 prof_end(b, "attn.decode", (double)(s->pos + 1) * NKV * HD * 4, 0);
                 prof_begin(b);
                 int ok = lean_attn_out(&la, b->pdl, b->st, ln_slot(b, "attn.cout"), 1);
@@ -2094,8 +2096,10 @@ static ll_status chain_alloc(cu_backend *b, int n, float **xl, float **rl) {
 static lean_attn cout_probe_args(cu_backend *b, int l) {
     const qwen_hparams &hp = b->hp;
     const dlayer &L = b->L[l];
-    return {b->x, b->x, b->qg, (const int *)b->x, b->fd_ns, b->fd_minpos, b->fd_xs, hp.n_head, hp.head_dim, &L.wo, b->x,
-            b->x2, L.fold_B, L.router.q, hp.n_ff_shexp ? L.shgate.q : NULL, L.ffn_norm, hp.n_expert, b->rl, b->x, b->moe_w};
+    lean_attn a = {b->x, b->x, b->qg, (const int *)b->x, b->fd_ns, b->fd_minpos, b->fd_xs, hp.n_head, hp.head_dim, &L.wo, b->x,
+                   b->x2, L.fold_B, L.router.q, hp.n_ff_shexp ? L.shgate.q : NULL, L.ffn_norm, hp.n_expert, b->rl, b->x, b->moe_w};
+    a.rows = b->cout_r; /* the plan the launches use (the packed image's layout depends on it) */
+    return a;
 }
 
 static ll_status cu_init(cu_backend *b) {
@@ -2498,6 +2502,8 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     /* session 12: flash-decoding's loop on tensor cores (k_attn_dec.cuh, fd_mma_tile) */
     b->fd_mma = !(getenv("LILAC_CUDA_FD_MMA") && !atoi(getenv("LILAC_CUDA_FD_MMA")));
     b->fd_ph = getenv("LILAC_CUDA_FD_PH") && atoi(getenv("LILAC_CUDA_FD_PH")) == 1;
+    b->cout_r = getenv("LILAC_CUDA_COUT_R") ? atoi(getenv("LILAC_CUDA_COUT_R")) : 0;
+    if (b->cout_r != 128 && b->cout_r != 256 && b->cout_r != 512) b->cout_r = 0;
     b->comb_nd = getenv("LILAC_CUDA_COMB_ND") && atoi(getenv("LILAC_CUDA_COMB_ND")) == 64 ? 64 : 32;
     /* the 4-head blocks' splits: the 8-head count / fd_nsdiv (2: as many blocks; 1: twice as many) */
     b->fd_nsdiv = getenv("LILAC_CUDA_FD_NSDIV") && atoi(getenv("LILAC_CUDA_FD_NSDIV")) == 1 ? 1 : 2;

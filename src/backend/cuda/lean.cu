@@ -697,7 +697,8 @@ static int la_plan(const lean_attn *a, lattn_args *L) {
     if (W.type != GT_Q4_K || W.cols != NH * LA_HD || H % 128 || H % (8 * NH)) return 0;
     /* rows per block: about one block per SM over the heads (16 heads x 8 parts of 256 at H 2048) */
     int R = H % 256 == 0 && H / 256 * NH >= 64 ? 256 : 128;
-    if (R > LA_MAXR || R > H) return 0;
+    if (a->rows) R = a->rows; /* session 33, opt-in: fewer blocks a head (P = H / R), each loading the head's partials once */
+    if (R > LA_MAXR || R > H || H % R || (R != 128 && R != 256 && R != 512)) return 0;
     int P = H / R, NL = a->E + (a->ws ? 1 : 0), NLR = (NL + P - 1) / P, tpr = H / NH / 8;
     if (NLR > LA_MAXNLR || tpr < 1 || tpr > 32 || (tpr & (tpr - 1)) || a->nsplit < 1 || a->nsplit + a->xs > LA_MAXS) return 0;
     if (!a->part_o || !a->part_ml || !a->qg || !a->pos || !a->xin || !a->x || !a->B || !a->wr || !a->g || !a->lraw || !a->zx || !a->zl ||

@@ -1,14 +1,15 @@
 #!/bin/bash
-# call A (carry [".cuda-wt/x.tar.xz"]; any card: same-call ratios, ~4 min):
+# call A (carry [".cuda-wt/x.tar.xz"]; any card: same-call ratios):
 # 1. lab lattn (12 forms; pk2h / pk2h-v4 = FP16 partials, new) and gpu_test --cout (~21 tests);
 # 2. the race question of session 33 (-DLN_GEMV_TRIG=2 changed the deterministic digest): det digests
 #    with and without PDL overlap (LILAC_CUDA_PDL=0), gvt2 twice;
 # 3. A/B at 4096/1024, 3 rounds: new (COUT_PACK=2, the default since session 33) / ph (LILAC_CUDA_FD_PH=1) /
-#    pk1 (session 32's default); traces new vs ph.
+#    r512 (LILAC_CUDA_COUT_R=512: 4 cout blocks a head) / both / pk1 (session 32's default); traces.
+# ~7-8 min: run with timeout_s 600.
 B=/tmp/bx; mkdir -p $B; tar xJf .cuda-wt/x.tar.xz -C $B; cd $B
 export LD_LIBRARY_PATH=$B/lib
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv | tee $OUT/gpu.txt
-timeout 60 ./lab/lattn 2>&1 | tee $OUT/lab_lattn.txt | grep -E "OK|FAIL" | cut -c1-60
+timeout 90 ./lab/lattn 2>&1 | tee $OUT/lab_lattn.txt | grep -E "OK|FAIL|per launch" | cut -c1-70
 timeout 300 ./gpu_test --cout > $OUT/gpu_test_cout.txt 2>&1
 grep -E "not ok|^# .* tests" $OUT/gpu_test_cout.txt | tail -6
 timeout 150 ./gpu_test --steps > $OUT/gpu_test_steps.txt 2>&1  # its last test: deterministic decode with PDL on vs off, the same bits
@@ -19,10 +20,10 @@ for v in "new:lilac:" "new-pdl0:lilac:LILAC_CUDA_PDL=0" "gvt2:lilac-gvt2:" "gvt2
   env $e timeout 90 ./$b $Q > $OUT/det_$n.txt 2>&1
   echo "det $n: $(grep -o 'digest [0-9a-f]*' $OUT/det_$n.txt | head -1)"
 done
-V="new:lilac ph:lilac:LILAC_CUDA_FD_PH=1 pk1:lilac:LILAC_CUDA_COUT_PACK=1" ROUNDS=3 DET=0 TO=60 bash $OLDPWD/dev/ab_bench.sh
+V="new:lilac ph:lilac:LILAC_CUDA_FD_PH=1 r512:lilac:LILAC_CUDA_COUT_R=512 phr512:lilac:LILAC_CUDA_FD_PH=1,LILAC_CUDA_COUT_R=512 pk1:lilac:LILAC_CUDA_COUT_PACK=1" ROUNDS=3 DET=0 TO=60 bash $OLDPWD/dev/ab_bench.sh
 mkdir -p $OUT/ab && mv $OUT/all.tgz $OUT/ab/
 Q="bench --synthetic qwen3.6-35b-a3b --backend cuda --quick --max-len 4096 --mem-ctx 0"
-for v in "trace:lilac-trace:" "ph:lilac-trace:LILAC_CUDA_FD_PH=1"; do
+for v in "trace:lilac-trace:" "ph:lilac-trace:LILAC_CUDA_FD_PH=1" "r512:lilac-trace:LILAC_CUDA_COUT_R=512"; do
   n=${v%%:*}; r=${v#*:}; b=${r%%:*}; e=${r#*:}
   env LILAC_CUDA_LN_TRACE=1 $e timeout 90 ./$b $Q > $OUT/tr_$n.txt 2>&1
   echo "== $n"; awk '/position 4159/{f=1} f' $OUT/tr_$n.txt | grep -E "position|attn" | sed -n 1,12p
