@@ -23,6 +23,7 @@
  *
  * Output: TAP-like "ok N - name" / "not ok N - name" lines; exit status 1 on any failure.
  */
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -334,23 +335,55 @@ static void test_switch_equal(const char *preset, int P, int D, const char *var,
     qwen_model_free_synthetic(m);
 }
 
+/* The cuda_info of a backend built for m with `env` set: "NAME=VALUE" pairs, comma-separated, names
+ * without their LILAC_CUDA_ prefix. Each variable gets its earlier value (or none) back after, so a
+ * switch the runner exports (tests/gpu/run.sh's PK=2 etc.) survives the probe. 0 if no backend. */
+static int info_under(const qwen_model *m, const char *env, cuda_info *ci) {
+    enum { NV = 4 };
+    char name[NV][64], *old[NV] = {0};
+    int n = 0;
+    for (const char *e = env; e && *e; n++) {
+        assert(n < NV);
+        const char *eq = strchr(e, '='), *end = strchr(e, ',');
+        assert(eq && (!end || eq < end));
+        if (!end) end = e + strlen(e);
+        char val[64];
+        snprintf(name[n], sizeof name[n], "LILAC_CUDA_%.*s", (int)(eq - e), e);
+        snprintf(val, sizeof val, "%.*s", (int)(end - eq - 1), eq + 1);
+        const char *o = getenv(name[n]);
+        old[n] = o ? strdup(o) : NULL;
+        setenv(name[n], val, 1);
+        e = *end ? end + 1 : end;
+    }
+    ll_backend *be = mk_backend(m, 64);
+    int ok = be && cuda_backend_info(be, ci) == LL_OK;
+    if (be) ll_backend_free(be);
+    while (n--) {
+        if (old[n]) setenv(name[n], old[n], 1);
+        else unsetenv(name[n]);
+        free(old[n]);
+    }
+    return ok;
+}
+
+/* One cuda_info field under each of n environments (info_under); -1 where no backend came up. */
+#define INFO_UNDER(m, field, out, ...)                                                    \
+    do {                                                                                  \
+        const char *envs_[] = {__VA_ARGS__};                                              \
+        for (size_t k_ = 0; k_ < sizeof envs_ / sizeof *envs_; k_++) {                    \
+            cuda_info ci_;                                                                \
+            (out)[k_] = info_under((m), envs_[k_], &ci_) ? (long)ci_.field : -1;          \
+        }                                                                                 \
+    } while (0)
+
 /* LILAC_CUDA_GDN_ATOM=1 takes effect where it should (so that the switch tests below compare two
  * forms, not one with itself) and not in a deterministic run. */
 static void test_gdn_atom_active(const char *preset) {
     qwen_model *m = NULL;
     if (qwen_model_synthetic(preset, 21, &m) != LL_OK) { check(0, "synthetic: %s", ll_errmsg()); return; }
-    int on[3] = {-1, -1, -1};
-    for (int k = 0; k < 3; k++) {
-        setenv("LILAC_CUDA_GDN_ATOM", k == 1 ? "2" : "1", 1);
-        if (k == 2) setenv("LILAC_CUDA_MOE_DET", "1", 1);
-        ll_backend *be = mk_backend(m, 64);
-        cuda_info ci;
-        if (be && cuda_backend_info(be, &ci) == LL_OK) on[k] = ci.gdn_atom;
-        if (be) ll_backend_free(be);
-    }
-    unsetenv("LILAC_CUDA_MOE_DET");
-    unsetenv("LILAC_CUDA_GDN_ATOM");
-    check(on[0] == 1 && on[1] == 2 && on[2] == 0, "%s: LILAC_CUDA_GDN_ATOM=1 and 2 are on (%d, %d) and off in a deterministic run (%d)", preset,
+    long on[3];
+    INFO_UNDER(m, gdn_atom, on, "GDN_ATOM=1", "GDN_ATOM=2", "GDN_ATOM=1,MOE_DET=1");
+    check(on[0] == 1 && on[1] == 2 && on[2] == 0, "%s: LILAC_CUDA_GDN_ATOM=1 and 2 are on (%ld, %ld) and off in a deterministic run (%ld)", preset,
           on[0], on[1], on[2]);
     qwen_model_free_synthetic(m);
 }
@@ -360,18 +393,9 @@ static void test_gdn_atom_active(const char *preset) {
 static void test_moe_sk_active(const char *preset) {
     qwen_model *m = NULL;
     if (qwen_model_synthetic(preset, 21, &m) != LL_OK) { check(0, "synthetic: %s", ll_errmsg()); return; }
-    int on[2] = {-1, -1};
-    setenv("LILAC_CUDA_MOE_SK", "1", 1);
-    for (int k = 0; k < 2; k++) {
-        if (k == 1) setenv("LILAC_CUDA_MOE_DET", "1", 1);
-        ll_backend *be = mk_backend(m, 64);
-        cuda_info ci;
-        if (be && cuda_backend_info(be, &ci) == LL_OK) on[k] = ci.moe_sk;
-        if (be) ll_backend_free(be);
-    }
-    unsetenv("LILAC_CUDA_MOE_DET");
-    unsetenv("LILAC_CUDA_MOE_SK");
-    check(on[0] == 1 && on[1] == 0, "%s: LILAC_CUDA_MOE_SK=1 is on (%d) and off in a deterministic run (%d)", preset, on[0], on[1]);
+    long on[2];
+    INFO_UNDER(m, moe_sk, on, "MOE_SK=1", "MOE_SK=1,MOE_DET=1");
+    check(on[0] == 1 && on[1] == 0, "%s: LILAC_CUDA_MOE_SK=1 is on (%ld) and off in a deterministic run (%ld)", preset, on[0], on[1]);
     qwen_model_free_synthetic(m);
 }
 
@@ -381,20 +405,9 @@ static void test_moe_sk_active(const char *preset) {
 static void test_att_cout_active(const char *preset) {
     qwen_model *m = NULL;
     if (qwen_model_synthetic(preset, 21, &m) != LL_OK) { check(0, "synthetic: %s", ll_errmsg()); return; }
-    int on[3] = {-1, -1, -1};
-    setenv("LILAC_CUDA_ATT_COUT", "1", 1);
-    for (int k = 0; k < 3; k++) {
-        if (k == 1) setenv("LILAC_CUDA_MOE_DET", "1", 1);
-        if (k == 2) setenv("LILAC_CUDA_GDN_ATOM", "0", 1);
-        ll_backend *be = mk_backend(m, 64);
-        cuda_info ci;
-        if (be && cuda_backend_info(be, &ci) == LL_OK) on[k] = ci.att_cout;
-        if (be) ll_backend_free(be);
-        unsetenv("LILAC_CUDA_MOE_DET");
-    }
-    unsetenv("LILAC_CUDA_GDN_ATOM");
-    unsetenv("LILAC_CUDA_ATT_COUT");
-    check(on[0] == 1 && on[1] == 0 && on[2] == 0, "%s: LILAC_CUDA_ATT_COUT=1 is on (%d), off in a deterministic run (%d) and off with a chain of one layer (%d)",
+    long on[3];
+    INFO_UNDER(m, att_cout, on, "ATT_COUT=1", "ATT_COUT=1,MOE_DET=1", "ATT_COUT=1,GDN_ATOM=0");
+    check(on[0] == 1 && on[1] == 0 && on[2] == 0, "%s: LILAC_CUDA_ATT_COUT=1 is on (%ld), off in a deterministic run (%ld) and off with a chain of one layer (%ld)",
           preset, on[0], on[1], on[2]);
     qwen_model_free_synthetic(m);
 }
@@ -404,13 +417,11 @@ static long cout_cl_launches(const char *preset, int *pk) {
     qwen_model *m = NULL;
     long n = -1;
     if (qwen_model_synthetic(preset, 21, &m) != LL_OK) return -1;
-    ll_backend *be = mk_backend(m, 64);
     cuda_info ci;
-    if (be && cuda_backend_info(be, &ci) == LL_OK) {
+    if (info_under(m, NULL, &ci)) {
         n = ci.cout_cl_launches;
         if (pk) *pk = ci.cout_pk;
     }
-    if (be) ll_backend_free(be);
     qwen_model_free_synthetic(m);
     return n;
 }
@@ -420,18 +431,9 @@ static long cout_cl_launches(const char *preset, int *pk) {
 static void test_fd_ph_active(const char *preset) {
     qwen_model *m = NULL;
     if (qwen_model_synthetic(preset, 21, &m) != LL_OK) { check(0, "synthetic: %s", ll_errmsg()); return; }
-    int on[2] = {-1, -1};
-    setenv("LILAC_CUDA_FD_PH", "1", 1);
-    for (int k = 0; k < 2; k++) {
-        if (k) setenv("LILAC_CUDA_COUT_PACK", "1", 1);
-        ll_backend *be = mk_backend(m, 64);
-        cuda_info ci;
-        if (be && cuda_backend_info(be, &ci) == LL_OK) on[k] = ci.fd_ph;
-        if (be) ll_backend_free(be);
-    }
-    unsetenv("LILAC_CUDA_COUT_PACK");
-    unsetenv("LILAC_CUDA_FD_PH");
-    check(on[0] == 1 && on[1] == 0, "%s: LILAC_CUDA_FD_PH=1 is on with the default cout form (%d), off with COUT_PACK=1 (%d)", preset, on[0], on[1]);
+    long on[2];
+    INFO_UNDER(m, fd_ph, on, "FD_PH=1", "FD_PH=1,COUT_PACK=1");
+    check(on[0] == 1 && on[1] == 0, "%s: LILAC_CUDA_FD_PH=1 is on with the default cout form (%ld), off with COUT_PACK=1 (%ld)", preset, on[0], on[1]);
     qwen_model_free_synthetic(m);
 }
 
@@ -440,14 +442,11 @@ static void test_fd_ph_active(const char *preset) {
 static void test_cout_r_active(const char *preset, const char *rows) {
     qwen_model *m = NULL;
     if (qwen_model_synthetic(preset, 21, &m) != LL_OK) { check(0, "synthetic: %s", ll_errmsg()); return; }
-    int pk = -1;
-    setenv("LILAC_CUDA_COUT_R", rows, 1);
-    ll_backend *be = mk_backend(m, 64);
-    cuda_info ci;
-    if (be && cuda_backend_info(be, &ci) == LL_OK) pk = ci.cout_pk;
-    if (be) ll_backend_free(be);
-    unsetenv("LILAC_CUDA_COUT_R");
-    check(pk == 2, "%s: LILAC_CUDA_COUT_R=%s keeps ATT_COUT with the two-copy pack (cout_pk %d)", preset, rows, pk);
+    char env[32];
+    snprintf(env, sizeof env, "COUT_R=%s", rows);
+    long pk[1];
+    INFO_UNDER(m, cout_pk, pk, env);
+    check(pk[0] == 2, "%s: LILAC_CUDA_COUT_R=%s keeps ATT_COUT with the two-copy pack (cout_pk %ld)", preset, rows, pk[0]);
     qwen_model_free_synthetic(m);
 }
 
@@ -458,21 +457,10 @@ static void test_gdn_in_active(const char *preset) {
     if (qwen_model_synthetic(preset, 21, &m) != LL_OK) { check(0, "synthetic: %s", ll_errmsg()); return; }
     int ngdn = 0;
     for (int l = 0; l < m->hp.n_layer; l++) ngdn += !m->hp.is_attn[l];
-    int on[3] = {-1, -1, -1};
-    setenv("LILAC_CUDA_GDN_IN", "1", 1);
-    for (int k = 0; k < 3; k++) {
-        if (k == 1) setenv("LILAC_CUDA_MOE_DET", "1", 1);
-        if (k == 2) setenv("LILAC_CUDA_GDN_ATOM", "0", 1);
-        ll_backend *be = mk_backend(m, 64);
-        cuda_info ci;
-        if (be && cuda_backend_info(be, &ci) == LL_OK) on[k] = ci.gdn_in;
-        if (be) ll_backend_free(be);
-        unsetenv("LILAC_CUDA_MOE_DET");
-    }
-    unsetenv("LILAC_CUDA_GDN_ATOM");
-    unsetenv("LILAC_CUDA_GDN_IN");
+    long on[3];
+    INFO_UNDER(m, gdn_in, on, "GDN_IN=1", "GDN_IN=1,MOE_DET=1", "GDN_IN=1,GDN_ATOM=0");
     check(on[0] == ngdn && ngdn > 0 && on[1] == 0 && on[2] == 0,
-          "%s: LILAC_CUDA_GDN_IN=1 takes %d of %d GDN layers, none in a deterministic run (%d) or without GDN_ATOM (%d)", preset, on[0], ngdn,
+          "%s: LILAC_CUDA_GDN_IN=1 takes %ld of %d GDN layers, none in a deterministic run (%ld) or without GDN_ATOM (%ld)", preset, on[0], ngdn,
           on[1], on[2]);
     qwen_model_free_synthetic(m);
 }
