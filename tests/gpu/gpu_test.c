@@ -978,12 +978,14 @@ static void tests_att_cout(void) {
     /* session 33: 512 W_o rows a cout block (4 blocks a head, each loading its head's partials once) and
      * 128 (16 a head): another pack layout, another split of the logit rows; a row or slice of the wrong
      * part moves the logits past the bound */
+    /* (512 is the default since session 35, so the switches compare it with 256 and 128 explicitly) */
     test_cout_r_active("qwen3.6-35b-a3b-L4", "512");
+    test_cout_r_active("qwen3.6-35b-a3b-L4", "256");
     test_cout_r_active("qwen3.6-35b-a3b-L4", "128");
-    test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_COUT_R", "512", "0", "ATT_COUT with 512 W_o rows a block", 0);
+    test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_COUT_R", "512", "256", "ATT_COUT with 512 vs 256 W_o rows a block", 0);
     test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_COUT_R", "128", "0", "ATT_COUT with 128 W_o rows a block, 1200 positions", 0);
     setenv("LILAC_CUDA_FD_PH", "1", 1);
-    test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_COUT_R", "512", "0", "ATT_COUT with 512 rows a block from FP16 partials", 0);
+    test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_COUT_R", "256", "0", "ATT_COUT with 256 rows a block from FP16 partials", 0);
     unsetenv("LILAC_CUDA_FD_PH");
     setenv("LILAC_CUDA_ATT_COUT", "2", 1);
     test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_FD_PH", "1", "0", "ATT_COUT from FP16 partials, four-float reductions", 0);

@@ -122,6 +122,8 @@ struct cu_backend {
     double moe_gu_bytes, moe_d_bytes;     /* per-layer bytes, for the profile */
     int no_prefetch;                      /* 1 (default): the plain GEMV/MoE kernels; LILAC_CUDA_PREFETCH=1: the _pf ones */
     int pdl;                              /* programmatic dependent launch (LILAC_CUDA_PDL=0 turns it off) */
+    int pdl_off;                          /* a race hunt's mask: PDL off for one family of launches only
+                                           * (LILAC_CUDA_PDL_OFF, PDLK_*; session 35, diagnostic) */
     int qmode;                            /* 1 (default): q8 activation written once by k_qact, prologue-free
                                            * k_gemv_q / k_moe_*_q (LILAC_CUDA_QACT=0: the per-block prologue kernels) */
     int gq_rb;                            /* k_gemv_q rows per warp batch (LILAC_CUDA_GQ_RB: 1, 2, 4) */
@@ -543,6 +545,18 @@ static void prof_end(cu_backend *b, const char *name, double bytes, double flops
     }
 }
 
+/* Families of decode launches for LILAC_CUDA_PDL_OFF (a bit mask): PDL off for one family shows whether
+ * its kernels' pre-wait parts take part in a race (a kernel launched without PDL starts only once its
+ * predecessor has finished). */
+enum {
+    PDLK_PLAIN = 1, /* launch_pdl: attention decode, norms, embedding, k_finish */
+    PDLK_GEMV = 2,  /* lean_gemv: the projections, the lm head */
+    PDLK_GDN = 4,   /* lean_gdn: the fused GDN step + out-projection */
+    PDLK_COUT = 8,  /* lean_attn_out: the attention out-projection */
+    PDLK_MOE = 16,  /* lean_moe / _fused / _sk: the MoE */
+};
+static int pdl_for(const cu_backend *b, int family) { return b->pdl && !(b->pdl_off & family); }
+
 /* Launch with programmatic dependent launch allowed (when b->pdl): the kernel must call pdl_wait()
  * before touching activations. */
 template <typename... KArgs, typename... Args>
@@ -556,7 +570,7 @@ static void launch_pdl(cu_backend *b, void (*kern)(KArgs...), dim3 grid, dim3 bl
     at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = at;
-    cfg.numAttrs = b->pdl ? 1 : 0;
+    cfg.numAttrs = pdl_for(b, PDLK_PLAIN) ? 1 : 0;
     cudaLaunchKernelEx(&cfg, kern, args...);
 }
 
@@ -783,7 +797,7 @@ static void launch_gemv(cu_backend *b, gemv_args &a, const char *name, const qbu
     size_t smem = qact_smem_bytes(a.K);
     int nu = (a.K >> 5) / gemv_lanes(a.K);
     prof_begin(b);
-    if (b->lean && lean && lean_gemv(&a, b->nsm, b->pdl, b->st, ln_slot(b, name), fb)) {
+    if (b->lean && lean && lean_gemv(&a, b->nsm, pdl_for(b, PDLK_GEMV), b->st, ln_slot(b, name), fb)) {
     } else if (launch_gemv_q(b, a, q)) {
     } else if (nu <= RR_NU_MAX && !b->no_prefetch) {
         GT_NU_DISPATCH(a.seg[0].W.type, nu, gemv_pf_launch, b, a, smem);
@@ -1175,7 +1189,7 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen, int emb_pdl = 0) {
                                 b->cout_pk == 2, b->cout_cl, ph, b->cout_r};
                 prof_end(b, "attn.decode", (double)(s->pos + 1) * NKV * HD * 4, 0);
                 prof_begin(b);
-                int ok = lean_attn_out(&la, b->pdl, b->st, ln_slot(b, "attn.cout"), 1);
+                int ok = lean_attn_out(&la, pdl_for(b, PDLK_COUT), b->st, ln_slot(b, "attn.cout"), 1);
                 LL_ASSERT(ok); /* cu_init checked the shapes; a layer skipped would leave the next one's buffers dirty */
                 prof_end(b, "attn.cout", gmat_bytes(L.wo), 0);
             }
@@ -1201,7 +1215,7 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen, int emb_pdl = 0) {
             if (b->lean && b->gdn_fuse && lean_gdn(&g, DK, &pl.out, b->gdn_part, b->gdn_cnt, 3, 0, b->st, NULL, 0, NULL)) {
                 /* step + gated norm + out-projection (+ the router: fold) in one launch (k_lgdn.cuh) */
                 prof_begin(b);
-                lean_gdn(&g, DK, &pl.out, b->gdn_part, b->gdn_fuse == 2 || (fold && b->gdn_atom) ? NULL : b->gdn_cnt, b->gdn_pre, b->pdl, b->st,
+                lean_gdn(&g, DK, &pl.out, b->gdn_part, b->gdn_fuse == 2 || (fold && b->gdn_atom) ? NULL : b->gdn_cnt, b->gdn_pre, pdl_for(b, PDLK_GDN), b->st,
                          ln_slot(b, "gdn.fused"), 1, fold ? &fo : NULL);
                 prof_end(b, "gdn.fused", gmat_bytes(L.wout) + (double)HV * DK * DV * 8 +
                          (gin ? gmat_bytes(L.wqkv) + gmat_bytes(L.wz) + gmat_bytes(L.wb) + gmat_bytes(L.wa) : 0), 0);
@@ -1230,7 +1244,7 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen, int emb_pdl = 0) {
             pl.router.total_rows = 0;
             for (int i = 0; i < pl.router.nseg; i++) pl.router.total_rows += pl.router.seg[i].W.rows;
             prof_begin(b);
-            int r = lean_moe_fused(&ma, &pl.router, l + 1 < hp.n_layer && b->fuse != 2 ? &pn.in : NULL, b->nsm, b->pdl, b->st, b->fz_bar,
+            int r = lean_moe_fused(&ma, &pl.router, l + 1 < hp.n_layer && b->fuse != 2 ? &pn.in : NULL, b->nsm, pdl_for(b, PDLK_MOE), b->st, b->fz_bar,
                                    ln_slot(b, "moe.fused"));
             prof_end(b, "moe.fused", b->moe_gu_bytes + b->moe_d_bytes, 0);
             if (r) {
@@ -1250,14 +1264,14 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen, int emb_pdl = 0) {
                 pf.when = b->pfnext;
             }
             prof_begin(b);
-            if (lean_moe_sk(&ma, b->nsm, b->pdl, b->st, ln_slot(b, "moe.sk"), fold, &pf, b->sk_ctr + (size_t)l * 16, b->sk_cap, 1)) {
+            if (lean_moe_sk(&ma, b->nsm, pdl_for(b, PDLK_MOE), b->st, ln_slot(b, "moe.sk"), fold, &pf, b->sk_ctr + (size_t)l * 16, b->sk_cap, 1)) {
                 prof_end(b, "moe.sk", b->moe_gu_bytes + b->moe_d_bytes, 0);
                 continue;
             }
         }
         if (lean_moe_ok) {
             prof_begin(b);
-            lean_moe(&ma, b->nsm, b->pdl, b->st, 1, ln_slot(b, "moe.gateup"), fold ? b->moe_w : NULL, NULL, &L.pack);
+            lean_moe(&ma, b->nsm, pdl_for(b, PDLK_MOE), b->st, 1, ln_slot(b, "moe.gateup"), fold ? b->moe_w : NULL, NULL, &L.pack);
             prof_end(b, "moe.gateup", b->moe_gu_bytes, 2 * b->moe_gu_bytes);
             prof_begin(b);
             /* the next layer's input projection into L2 while the down and that projection's
@@ -1267,7 +1281,7 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen, int emb_pdl = 0) {
                 decode_pf_next(b, l, xc, &pf);
                 pf.when = b->pfnext;
             }
-            lean_moe(&ma, b->nsm, b->pdl, b->st, 2, ln_slot(b, "moe.down"), fold ? b->moe_w : NULL, &pf, &L.pack);
+            lean_moe(&ma, b->nsm, pdl_for(b, PDLK_MOE), b->st, 2, ln_slot(b, "moe.down"), fold ? b->moe_w : NULL, &pf, &L.pack);
             prof_end(b, "moe.down", b->moe_d_bytes, 2 * b->moe_d_bytes);
         } else if (b->qmode && moe_tma_launch(b, ma, kf)) {
         } else if (b->qmode && nu_gu <= RR_NU_MAX && nu_d == 1 && rounds <= MOE_DOWN_IT && L.egate.type == L.eup.type) {
@@ -2417,6 +2431,7 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
      * than the plain ones on the H200 (dev/kernels/NOTES.md), so they are opt-in for now. */
     b->no_prefetch = !(getenv("LILAC_CUDA_PREFETCH") && atoi(getenv("LILAC_CUDA_PREFETCH")));
     b->pdl = !(getenv("LILAC_CUDA_PDL") && !atoi(getenv("LILAC_CUDA_PDL")));
+    b->pdl_off = getenv("LILAC_CUDA_PDL_OFF") ? atoi(getenv("LILAC_CUDA_PDL_OFF")) : 0;
     b->qmode = !(getenv("LILAC_CUDA_QACT") && !atoi(getenv("LILAC_CUDA_QACT")));
     b->gq_rb = getenv("LILAC_CUDA_GQ_RB") ? atoi(getenv("LILAC_CUDA_GQ_RB")) : 1;
     /* prefill defaults from bench/results/2026-11-30-h200-cudapre (call1: lab-verified kernels) */

@@ -695,9 +695,13 @@ static int la_plan(const lean_attn *a, lattn_args *L) {
     const gmat &W = *(const gmat *)a->wo;
     int H = W.rows, NH = a->NH;
     if (W.type != GT_Q4_K || W.cols != NH * LA_HD || H % 128 || H % (8 * NH)) return 0;
-    /* rows per block: about one block per SM over the heads (16 heads x 8 parts of 256 at H 2048) */
-    int R = H % 256 == 0 && H / 256 * NH >= 64 ? 256 : 128;
-    if (a->rows) R = a->rows; /* session 33, opt-in: fewer blocks a head (P = H / R), each loading the head's partials once */
+    /* rows per block: 512 where that still leaves 64 blocks (16 heads x 4 parts at H 2048), else about one
+     * block per SM over the heads. Fewer blocks a head means each head's flash-decoding partials are
+     * loaded fewer times; the lab times 512 slower alone (6.72 vs 5.39 us, fewer blocks), but in the
+     * engine, where the kernel overlaps its predecessor under PDL, it won +0.6 % at 4K (session 34, H100;
+     * -0.3 % at 256, within noise), so it is the default since session 35 */
+    int R = H % 512 == 0 && H / 512 * NH >= 64 ? 512 : H % 256 == 0 && H / 256 * NH >= 64 ? 256 : 128;
+    if (a->rows) R = a->rows; /* LILAC_CUDA_COUT_R: 128 / 256 / 512 */
     if (R > LA_MAXR || R > H || H % R || (R != 128 && R != 256 && R != 512)) return 0;
     int P = H / R, NL = a->E + (a->ws ? 1 : 0), NLR = (NL + P - 1) / P, tpr = H / NH / 8;
     if (NLR > LA_MAXNLR || tpr < 1 || tpr > 32 || (tpr & (tpr - 1)) || a->nsplit < 1 || a->nsplit + a->xs > LA_MAXS) return 0;

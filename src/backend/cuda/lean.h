@@ -172,8 +172,9 @@ struct lean_attn {
                                     * cluster fits) */
     int ph;                        /* with pk_split: part_o holds FP16 o / l (k_attn_decode_fd<.., PH>,
                                     * LILAC_CUDA_FD_PH=1); lean_attn_out refuses it with any other form */
-    int rows;                      /* W_o rows per block: 0 the default (256 where a block per SM results, else
-                                    * 128), or 128 / 256 / 512 (LILAC_CUDA_COUT_R); the packed image must be
+    int rows;                      /* W_o rows per block: 0 the default (512 where 64 blocks result, else 256
+                                    * where a block per SM results, else 128), or 128 / 256 / 512
+                                    * (LILAC_CUDA_COUT_R); the packed image must be
                                     * built with the same value */
 };
 int lean_attn_out(const struct lean_attn *a, int pdl, cudaStream_t st, unsigned long long *tr, int launch);
