@@ -3,7 +3,7 @@
 #   .cuda-wt/x.tar.xz  lilac + lilac-{trace,gvt2} + gpu_test + lab/lattn, no fixtures (calls A, C)
 #   .cuda-wt/f.tar.xz  lilac + gpu_test + fixtures + gpu_session.sh (call B, the whole suite)
 set -e
-cd "$(dirname "$0")/../../../.."
+cd "$(dirname "$0")/../../.."
 A="-gencode arch=compute_90a,code=sm_90a"
 make -j2 CUARCH="$A"
 tests/gpu/run.sh --help > /dev/null
