@@ -17,7 +17,9 @@
  * (the 64 KB state in registers, 32 values per thread, as k_gdn_step) so that it has all of o_h
  * for the norm and its slice of W_out without any exchange between blocks; it writes back only
  * its part's 128 / P state columns (and part 0 the conv ring), so the P blocks of a head read the
- * state P times (L2) but write it once. Then rows [part * R, part * R + R) of W_out's 128 columns of
+ * state P times (L2) but write it once. The P blocks are one thread-block cluster, and a cluster
+ * barrier keeps every write-back after every read of the old state (session 35: without it a block
+ * that entered late read columns already updated). Then rows [part * R, part * R + R) of W_out's 128 columns of
  * head h: R x (64 qs bytes + the 16-byte scales of the row's superblock) = 40 KB at R = 512,
  * requested with cp.async at entry, before the wait, like the conv inputs of earlier positions
  * (only the in-projection's outputs are the previous kernel's). The state is loaded after the
@@ -53,6 +55,11 @@
  * heads adjacent so that the sum is 8 vector loads: 25 tok/s slower, the scattered 4-byte stores.) */
 #define LG_PIDX(o, h) ((size_t)(h) * (FOLD ? L.ps : H) + (o))
 #define LG_FOLD_MAXR 80
+/* the state barrier (session 35; see k_lgdn): 0 only for the A/B of its cost (dev/lean_variant.sh
+ * nobar -DLG_STATE_BAR=0), a build with the race back */
+#ifndef LG_STATE_BAR
+#define LG_STATE_BAR 1
+#endif
 #ifndef LN_GDN_DELAY
 #define LN_GDN_DELAY 1000 /* ns from a block's entry to its pre-wait requests (0: at entry; see k_lgdn) */
 #endif
@@ -399,6 +406,12 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
     if (!IN && !(L.pre & 2))
 #pragma unroll
         for (int t = 0; t < RPL; t++) s[t] = Sp[(size_t)t * LG_D];
+    /* every thread of the head's P blocks has its state values (release): none writes its columns
+     * back before all have read them (the wait below, acquire). Without it a block that enters late
+     * (PDL staggers the entries; session 35 saw it with -DLN_GEMV_TRIG=2 under PDL: a different
+     * digest on every run) reads columns a sibling has already updated. The head's blocks are one
+     * cluster (lean_gdn), so all are resident and the wait cannot deadlock. */
+    if (LG_STATE_BAR) sk_cluster_arrive();
     /* the first group: the conv inputs (the W and B slices may still be in flight) */
     if (LG_BM) cp_async_wait<2>();
     else cp_async_wait<1>();
@@ -465,6 +478,7 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
     o += __shfl_xor_sync(0xffffffffu, o, 8);
     o += __shfl_xor_sync(0xffffffffu, o, 16);
     if (rg == 0) os[j] = o;
+    if (LG_STATE_BAR) sk_cluster_wait(); /* every block of the head has read the old state (the arrive above) */
     if (w / (16 / P) == part) { /* this part's state columns */
 #pragma unroll
         for (int t = 0; t < RPL; t++) Sp[(size_t)t * LG_D] = s[t];

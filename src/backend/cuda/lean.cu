@@ -416,20 +416,24 @@ static void (*sk_kernel(int WT, int raw))(lmoe_sk_args) {
 
 /* A launch of `grid` blocks of LN_THREADS in clusters of SK_CL (at: room for 2 attributes), with
  * programmatic dependent launch when pdl != 0. */
-static void sk_config(cudaLaunchConfig_t *cfg, cudaLaunchAttribute *at, int grid, size_t smem, cudaStream_t st, int pdl) {
+/* a launch of `grid` blocks of `threads` in clusters of cl, with PDL when pdl (at: 2 attributes) */
+static void ln_config_cl(cudaLaunchConfig_t *cfg, cudaLaunchAttribute *at, int grid, int threads, int cl, size_t smem, cudaStream_t st, int pdl) {
     *cfg = cudaLaunchConfig_t{};
     cfg->gridDim = dim3((unsigned)grid);
-    cfg->blockDim = dim3(LN_THREADS);
+    cfg->blockDim = dim3((unsigned)threads);
     cfg->dynamicSmemBytes = smem;
     cfg->stream = st;
     at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = SK_CL;
+    at[0].val.clusterDim.x = (unsigned)cl;
     at[0].val.clusterDim.y = 1;
     at[0].val.clusterDim.z = 1;
     at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at[1].val.programmaticStreamSerializationAllowed = 1;
     cfg->attrs = at;
     cfg->numAttrs = pdl ? 2 : 1;
+}
+static void sk_config(cudaLaunchConfig_t *cfg, cudaLaunchAttribute *at, int grid, size_t smem, cudaStream_t st, int pdl) {
+    ln_config_cl(cfg, at, grid, LN_THREADS, SK_CL, smem, st, pdl);
 }
 
 /* Clusters of SK_CL blocks that fit on the device at once with `smem` bytes each (0: none), cached
@@ -592,6 +596,7 @@ int lean_gdn(const void *gdn, int dk, const void *out, float *part, unsigned *cn
     /* rows per block: a multiple of 256 (thread pairs x rows), parts per head dividing 16 warps */
     int R = H % 512 == 0 ? 512 : (H % 256 == 0 ? 256 : 0);
     if (R == 0 || 16 % (H / R) || (g.HV & (g.HV - 1)) || g.HV < 4 || H / R > LG_MAX_PARTS) return 0; /* shares as float4 */
+    if (H / R > 8) return 0; /* a head's blocks are one cluster (k_lgdn's state barrier): 8 at most, portably */
     int P = H / R, NL = 0, NLR = 0, tpr = 0;
     if (fold) { /* the router fold: a logit row is tpr threads of 8 columns of x_old, at most two
                  * rows per thread and NLR * 256 B of B slice in shared memory; ordered sums (cnt), or
@@ -685,7 +690,11 @@ int lean_gdn(const void *gdn, int dk, const void *out, float *part, unsigned *cn
         cudaLaunchKernelEx(&cfg, fold->atom == 2 ? k_lgdn<true, 2, true> : k_lgdn<true, 1, true>, L);
         return 1;
     }
-    ln_launch(fold ? (cnt ? k_lgdn<true> : fold->atom == 2 ? k_lgdn<true, 2> : k_lgdn<true, 1>) : k_lgdn<false>, g.HV * P, LG_THREADS, dyn, pdl, st, L);
+    /* clusters of P: a head's blocks, resident together for k_lgdn's state barrier */
+    cudaLaunchConfig_t cfg;
+    cudaLaunchAttribute at[2];
+    ln_config_cl(&cfg, at, g.HV * P, LG_THREADS, LG_STATE_BAR ? P : 1, dyn, st, pdl);
+    cudaLaunchKernelEx(&cfg, fold ? (cnt ? k_lgdn<true> : fold->atom == 2 ? k_lgdn<true, 2> : k_lgdn<true, 1>) : k_lgdn<false>, L);
     return 1;
 }
 
