@@ -2432,6 +2432,7 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     b->no_prefetch = !(getenv("LILAC_CUDA_PREFETCH") && atoi(getenv("LILAC_CUDA_PREFETCH")));
     b->pdl = !(getenv("LILAC_CUDA_PDL") && !atoi(getenv("LILAC_CUDA_PDL")));
     b->pdl_off = getenv("LILAC_CUDA_PDL_OFF") ? atoi(getenv("LILAC_CUDA_PDL_OFF")) : 0;
+    lean_gdn_stagger(getenv("LILAC_CUDA_GDN_STAGGER") ? (unsigned)atoi(getenv("LILAC_CUDA_GDN_STAGGER")) : 0);
     b->qmode = !(getenv("LILAC_CUDA_QACT") && !atoi(getenv("LILAC_CUDA_QACT")));
     b->gq_rb = getenv("LILAC_CUDA_GQ_RB") ? atoi(getenv("LILAC_CUDA_GQ_RB")) : 1;
     /* prefill defaults from bench/results/2026-11-30-h200-cudapre (call1: lab-verified kernels) */

@@ -149,6 +149,9 @@ struct lgdn_args {
     int tpr;             /* threads per logit row: H / HV / 8 (a power of two <= 16) */
     float *lraw;         /* [NL] raw logits W_r diag(gf) x */
     unsigned long long *tr; /* optional trace record (LILAC_LN_TRACE builds) */
+    unsigned stagger;    /* test hook (LILAC_CUDA_GDN_STAGGER, lean_gdn_stagger): ns that every block but
+                          * part 0 waits at entry, so that part 0 writes its state columns back before
+                          * its siblings read them unless the state barrier holds it (gpu_test --steps) */
     /* k_lgdn<true, 1 | 2> (the atomic fold): x (all zeros at entry) and lraw receive the shares by
      * fp32 atomics; the blocks zero zx [H] and zl [NL] before their wait, the buffers the NEXT GDN
      * layer's launch adds into (dead until then), so the zeros are in place one layer ahead */
@@ -188,6 +191,7 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
         r0 = part * R;
         h = lg_in_head(kh, jv, ratio, g.HK, g.tiled);
     }
+    if (L.stagger && part != 0) ln_delay_ns(L.stagger);
     /* 1. the conv weights of the channels this block convolves (q, k of k-head kh, v of head h:
      * 384 channels), their raw inputs at the 3 earlier positions (zeros before position 0) and the
      * norm gain, into shared memory (held in registers across the wait they spilled). First

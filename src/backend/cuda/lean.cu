@@ -584,6 +584,9 @@ int lean_moe_fused(const void *moe, const void *router, const void *tail, int ns
 
 size_t lean_gdn_part_floats(int HV, int H, int NL) { return (size_t)HV * (H + NL + LG_MAX_PARTS); }
 
+static unsigned lg_stagger_ns;
+void lean_gdn_stagger(unsigned ns) { lg_stagger_ns = ns; }
+
 int lean_gdn(const void *gdn, int dk, const void *out, float *part, unsigned *cnt, int pre, int pdl, cudaStream_t st,
              unsigned long long *tr, int launch, const lean_fold *fold) {
     const gdn_args &g = *(const gdn_args *)gdn;
@@ -667,6 +670,7 @@ int lean_gdn(const void *gdn, int dk, const void *out, float *part, unsigned *cn
     L.cnt = cnt;
     L.pre = pre;
     L.tr = tr;
+    L.stagger = lg_stagger_ns;
     L.xin = sg.y;
     L.ps = H;
     if (fold) {

@@ -115,6 +115,10 @@ int lean_moe_fused(const void *moe_args, const void *router_gemv_args, const voi
  * only says whether it would launch. */
 int lean_gdn(const void *gdn, int dk, const void *out, float *part, unsigned *cnt, int pre, int pdl, cudaStream_t st,
              unsigned long long *tr, int launch, const struct lean_fold *fold);
+/* Test hook (LILAC_CUDA_GDN_STAGGER): from now on every lean_gdn block but each head's part 0 waits ns
+ * at entry (0: off), which makes a missing barrier between the head's state reads and write-backs
+ * show as wrong results instead of a rare race. */
+void lean_gdn_stagger(unsigned ns);
 
 /* The MoE router folded into lean_gdn (k_lgdn.cuh): the kernel also writes the raw router logits
  * lraw = W_r diag(g) x (x the new residual; no 1/rms), from B = W_r diag(g) W_out (precomputed at
