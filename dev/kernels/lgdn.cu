@@ -83,12 +83,13 @@ int main() {
     for (int r = 0; r < H; r++) xref[r] = (float)xacc[r];
     float *d_raw, *d_b, *d_a, *d_z, *d_cw, *d_ring, *d_S, *d_dtb, *d_sa, *d_o, *d_gain, *d_x, *d_part;
     int *d_pos;
-    unsigned *d_cnt;
+    unsigned *d_cnt, *d_hc; /* the row parts' arrivals, the state barrier's per head */
     CK(cudaMalloc(&d_raw, raw.size() * 4)); CK(cudaMalloc(&d_b, bv.size() * 4)); CK(cudaMalloc(&d_a, av.size() * 4));
     CK(cudaMalloc(&d_z, z.size() * 4)); CK(cudaMalloc(&d_cw, cw.size() * 4)); CK(cudaMalloc(&d_ring, 4 * CD * 4));
     CK(cudaMalloc(&d_S, S0.size() * 4)); CK(cudaMalloc(&d_dtb, HV * 4)); CK(cudaMalloc(&d_sa, HV * 4)); CK(cudaMalloc(&d_o, VD * 4));
     CK(cudaMalloc(&d_gain, DV * 4)); CK(cudaMalloc(&d_x, H * 4)); CK(cudaMalloc(&d_part, (size_t)HV * H * 4)); CK(cudaMalloc(&d_pos, 4));
     CK(cudaMalloc(&d_cnt, 128)); CK(cudaMemset(d_cnt, 0, 128));
+    CK(cudaMalloc(&d_hc, 256)); CK(cudaMemset(d_hc, 0, 256));
     CK(cudaMemcpy(d_raw, raw.data(), raw.size() * 4, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(d_b, bv.data(), bv.size() * 4, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(d_a, av.data(), av.size() * 4, cudaMemcpyHostToDevice));
@@ -118,7 +119,7 @@ int main() {
             if (v == 0) {
                 k_gdn_step<128, true><<<dim3(HV, DV / 16), 64, 0, st>>>(g);
                 if (!lean_gemv(&a, nsm, 0, st, NULL)) { fprintf(stderr, "lean_gemv refused the out-projection\n"); exit(1); }
-            } else if (!lean_gdn(&g, DK, &a, d_part, v == 1 ? d_cnt : NULL, 1, 0, st, NULL, 1, NULL)) {
+            } else if (!lean_gdn(&g, DK, &a, d_part, v == 1 ? d_cnt : NULL, d_hc, 1, 0, st, NULL, 1, NULL)) {
                 fprintf(stderr, "lean_gdn refused the shapes\n");
                 exit(1);
             }
@@ -144,7 +145,7 @@ int main() {
                 launch_step_pdl(g, st);
                 lean_gemv(&a, nsm, 1, st, NULL);
             } else {
-                lean_gdn(&g, DK, &a, d_part, v == 1 ? d_cnt : NULL, 1, 1, st, NULL, 1, NULL);
+                lean_gdn(&g, DK, &a, d_part, v == 1 ? d_cnt : NULL, d_hc, 1, 1, st, NULL, 1, NULL);
             }
             (void)i;
         }, N);

@@ -75,7 +75,7 @@ static void run_case(int nsm, cudaStream_t st, int qkv_t, int ba_t, int tiled, i
     auto layer = [&](int form, int pdl) { /* 0: the pair, 1: the in-projection inside */
         lean_fold fo = {d_B, d_Wr, d_Ws, d_gf, E, d_xin, d_l, d_zx, d_zl, 1, form ? &in : NULL, nst, wpre};
         if (!form && !lean_gemv(&in, nsm, pdl, st, NULL)) { fprintf(stderr, "lean_gemv refused the in-projection\n"); exit(1); }
-        if (!lean_gdn(&g, DK, &out, d_part, NULL, 11, pdl, st, NULL, 1, &fo)) { fprintf(stderr, "lean_gdn refused (form %d)\n", form); exit(1); }
+        if (!lean_gdn(&g, DK, &out, d_part, NULL, NULL, 11, pdl, st, NULL, 1, &fo)) { fprintf(stderr, "lean_gdn refused (form %d)\n", form); exit(1); }
     };
     std::vector<float> ring[2], S[2], x[2], l[2];
     float us[2];

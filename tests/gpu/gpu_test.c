@@ -1051,9 +1051,14 @@ static void tests_graph_steps(void) {
     /* session 35: the fused GDN kernel's P blocks of a head each read the whole old state and write back
      * their 1/P of its columns; a block that entered late read columns already updated (the race the
      * test above missed, seen only with -DLN_GEMV_TRIG=2). Every block but part 0 now enters 20 us
-     * late: without the cluster barrier between reads and write-backs part 0 finishes first and the
+     * late: without the barrier between reads and write-backs part 0 finishes first and the
      * others read its new columns, which moves the logits; with it, no bit. */
     test_switch_same_bits("qwen3.6-35b-a3b-L4", 300, 8, "LILAC_CUDA_GDN_STAGGER", "20000", "0", "GDN blocks but each head's part 0 entering 20 us late");
+    /* ... and the barrier's other form, the head's blocks as one cluster (LILAC_CUDA_GDN_HC=0): the same bits */
+    setenv("LILAC_CUDA_GDN_HC", "0", 1);
+    test_switch_same_bits("qwen3.6-35b-a3b-L4", 300, 8, "LILAC_CUDA_GDN_STAGGER", "20000", "0", "GDN blocks entering late, the cluster barrier");
+    unsetenv("LILAC_CUDA_GDN_HC");
+    test_switch_same_bits("qwen3.6-35b-a3b-L4", 300, 8, "LILAC_CUDA_GDN_HC", "0", "1", "the state barrier as clusters (vs counters)");
 }
 
 int main(int argc, char **argv) {

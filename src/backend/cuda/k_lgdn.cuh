@@ -50,6 +50,7 @@
 #define LG_THREADS 512
 #define LG_D 128 /* DK = DV */
 #define LG_MAX_PARTS 16 /* row parts per head (the arrival counters the host allocates) */
+#define LG_MAX_HEADS 64 /* v-heads the state barrier's counters cover (lean_gdn's hc) */
 /* a share of head h for row o (x rows, then the fold's logit rows) in part [HV][ps]: the heads'
  * stores of a row part are coalesced. (Session 9 measured the transpose, [ps][HV] with a row's
  * heads adjacent so that the sum is 8 vector loads: 25 tok/s slower, the scattered 4-byte stores.) */
@@ -136,6 +137,8 @@ struct lgdn_args {
     int R;               /* output rows per block */
     float *part;         /* [HV][H] the heads' shares of W y */
     unsigned *cnt;       /* [H / R] arrivals per row part (NULL: atomics into x, not reproducible) */
+    unsigned *hc;        /* [HV] the state barrier's arrivals per head (zero at first use, never reset; NULL:
+                          * the launch is in clusters of P and the barrier is the cluster's) */
     int pre;             /* requested before the wait: 1 the W slice, 2 the state, 4 the state into L2 only,
                           * 8 the B slice (fold) */
     const float *xin;    /* [H] the residual before the layer: x = xin + W y (xin == x: in place) */
@@ -166,6 +169,19 @@ struct lgdn_args {
  * 24's trace); the price is the order of the sums, which varies from run to run (as the prefill MoE
  * down's already does by default), so --deterministic keeps the ordered form. ATOM 2: the x rows
  * four at a time (red.global.add.v4.f32: a quarter of the ~65K atomic operations per launch). */
+/* the state barrier's wait (thread 0): the head's arrivals reach target (P a step; the count wraps
+ * with unsigned arithmetic, P a power of two). A block that never comes traps after 2 s instead of
+ * hanging the stream. */
+__device__ __forceinline__ void lg_wait_count(const unsigned *c, unsigned target) {
+    unsigned v;
+    unsigned long long t0 = ln_now();
+    for (int n = 1;; n++) {
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(c) : "memory");
+        if ((int)(v - target) >= 0) break;
+        if ((n & 1023) == 0 && ln_now() - t0 > 2000000000ull) __trap();
+    }
+}
+
 template <bool FOLD, int ATOM = 0, bool IN = false>
 __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ lgdn_args L) {
     extern __shared__ __align__(16) unsigned char sm[];
@@ -410,16 +426,25 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
     if (!IN && !(L.pre & 2))
 #pragma unroll
         for (int t = 0; t < RPL; t++) s[t] = Sp[(size_t)t * LG_D];
-    /* every thread of the head's P blocks has its state values (release): none writes its columns
-     * back before all have read them (the wait below, acquire). Without it a block that enters late
+    /* The state barrier: every thread of the head's P blocks has its state values (release) before
+     * any writes its columns back (the wait below, acquire). Without it a block that enters late
      * (PDL staggers the entries; session 35 saw it with -DLN_GEMV_TRIG=2 under PDL: a different
-     * digest on every run) reads columns a sibling has already updated. The head's blocks are one
-     * cluster (lean_gdn), so all are resident and the wait cannot deadlock. */
-    if (LG_STATE_BAR) sk_cluster_arrive();
+     * digest on every run) reads columns a sibling has already updated. Two forms: L.hc, an arrival
+     * counter per head (lean_gdn takes it only where the whole grid fits on the device at once, so
+     * the wait cannot deadlock: a block not yet resident finds room once the kernel before ends, and
+     * the kernel after cannot start before every block here has passed its griddepcontrol.wait); or
+     * the head's blocks as one cluster (resident together by construction), measured 11 % slower
+     * on an H200 (627 vs 703 tok/s at 4K: the clusters' placement costs the overlap with the
+     * in-projection), so only the fallback and the IN form's. */
+    const bool hcb = LG_STATE_BAR && !IN && L.hc;
+    unsigned hc_target = 0;
+    if (hcb) asm volatile("fence.acq_rel.gpu;" ::: "memory"); /* this thread's state loads performed before thread 0's count */
+    else if (LG_STATE_BAR) sk_cluster_arrive();
     /* the first group: the conv inputs (the W and B slices may still be in flight) */
     if (LG_BM) cp_async_wait<2>();
     else cp_async_wait<1>();
     __syncthreads();
+    if (hcb && tid == 0) hc_target = ((atomicAdd(L.hc + h, 1u) / (unsigned)P) + 1u) * (unsigned)P;
     /* 3. the in-projection's outputs: conv + SiLU; part 0 keeps the raw inputs in the ring (q/k
      * channels only from the first v-head of their k-head, as k_gdn_step) */
     if (tid < 3 * LG_D) {
@@ -482,7 +507,10 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
     o += __shfl_xor_sync(0xffffffffu, o, 8);
     o += __shfl_xor_sync(0xffffffffu, o, 16);
     if (rg == 0) os[j] = o;
-    if (LG_STATE_BAR) sk_cluster_wait(); /* every block of the head has read the old state (the arrive above) */
+    if (hcb) { /* every block of the head has read the old state (the count above) */
+        if (tid == 0) lg_wait_count(L.hc + h, hc_target);
+        __syncthreads();
+    } else if (LG_STATE_BAR) sk_cluster_wait();
     if (w / (16 / P) == part) { /* this part's state columns */
 #pragma unroll
         for (int t = 0; t < RPL; t++) Sp[(size_t)t * LG_D] = s[t];

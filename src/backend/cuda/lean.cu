@@ -587,7 +587,28 @@ size_t lean_gdn_part_floats(int HV, int H, int NL) { return (size_t)HV * (H + NL
 static unsigned lg_stagger_ns;
 void lean_gdn_stagger(unsigned ns) { lg_stagger_ns = ns; }
 
-int lean_gdn(const void *gdn, int dk, const void *out, float *part, unsigned *cnt, int pre, int pdl, cudaStream_t st,
+/* whether all `grid` blocks of kern (LG_THREADS threads, smem dynamic bytes) fit on the device at once,
+ * memoized: the counter form of k_lgdn's state barrier waits for blocks that must find room */
+static bool lg_grid_fits(void (*kern)(lgdn_args), int grid, size_t smem) {
+    static struct { void (*k)(lgdn_args); size_t smem; int n; } memo[8];
+    static int nmemo = 0;
+    int n = -1;
+    for (int i = 0; i < nmemo; i++)
+        if (memo[i].k == kern && memo[i].smem == smem) n = memo[i].n;
+    if (n < 0) {
+        int dev = 0, nsm = 0, per = 0;
+        if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess &&
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kern, LG_THREADS, smem) == cudaSuccess)
+            n = nsm * per;
+        else
+            n = 0;
+        cudaGetLastError();
+        if (nmemo < 8) memo[nmemo++] = {kern, smem, n};
+    }
+    return grid <= n;
+}
+
+int lean_gdn(const void *gdn, int dk, const void *out, float *part, unsigned *cnt, unsigned *hc, int pre, int pdl, cudaStream_t st,
              unsigned long long *tr, int launch, const lean_fold *fold) {
     const gdn_args &g = *(const gdn_args *)gdn;
     const gemv_args &o = *(const gemv_args *)out;
@@ -599,7 +620,7 @@ int lean_gdn(const void *gdn, int dk, const void *out, float *part, unsigned *cn
     /* rows per block: a multiple of 256 (thread pairs x rows), parts per head dividing 16 warps */
     int R = H % 512 == 0 ? 512 : (H % 256 == 0 ? 256 : 0);
     if (R == 0 || 16 % (H / R) || (g.HV & (g.HV - 1)) || g.HV < 4 || H / R > LG_MAX_PARTS) return 0; /* shares as float4 */
-    if (H / R > 8) return 0; /* a head's blocks are one cluster (k_lgdn's state barrier): 8 at most, portably */
+    if (H / R > 8) return 0; /* the state barrier's fallback: a head's blocks as one cluster, 8 at most, portably */
     int P = H / R, NL = 0, NLR = 0, tpr = 0;
     if (fold) { /* the router fold: a logit row is tpr threads of 8 columns of x_old, at most two
                  * rows per thread and NLR * 256 B of B slice in shared memory; ordered sums (cnt), or
@@ -694,11 +715,14 @@ int lean_gdn(const void *gdn, int dk, const void *out, float *part, unsigned *cn
         cudaLaunchKernelEx(&cfg, fold->atom == 2 ? k_lgdn<true, 2, true> : k_lgdn<true, 1, true>, L);
         return 1;
     }
-    /* clusters of P: a head's blocks, resident together for k_lgdn's state barrier */
+    /* k_lgdn's state barrier: the per-head counters where the whole grid fits at once, else clusters of
+     * P (a head's blocks resident together; 11 % slower, session 35) */
+    void (*kern)(lgdn_args) = fold ? (cnt ? k_lgdn<true> : fold->atom == 2 ? k_lgdn<true, 2> : k_lgdn<true, 1>) : k_lgdn<false>;
+    L.hc = hc && g.HV <= LG_MAX_HEADS && lg_grid_fits(kern, g.HV * P, dyn) ? hc : NULL;
     cudaLaunchConfig_t cfg;
     cudaLaunchAttribute at[2];
-    ln_config_cl(&cfg, at, g.HV * P, LG_THREADS, LG_STATE_BAR ? P : 1, dyn, st, pdl);
-    cudaLaunchKernelEx(&cfg, fold ? (cnt ? k_lgdn<true> : fold->atom == 2 ? k_lgdn<true, 2> : k_lgdn<true, 1>) : k_lgdn<false>, L);
+    ln_config_cl(&cfg, at, g.HV * P, LG_THREADS, LG_STATE_BAR && !L.hc ? P : 1, dyn, st, pdl);
+    cudaLaunchKernelEx(&cfg, kern, L);
     return 1;
 }
 

@@ -109,11 +109,14 @@ int lean_moe_fused(const void *moe_args, const void *router_gemv_args, const voi
  * gdn_args (T = 1), dk its key head size, out the output projection's gemv_args (the gated head
  * norm prologue, one Q4_K segment added into the residual). part: device [HV][H] floats for the
  * heads' shares; cnt: LG_MAX_PARTS (16) device counters, zero at first use and never reset (NULL:
- * the shares go into x by fp32 atomics, whose order and last bits vary from run to run). pre: what
+ * the shares go into x by fp32 atomics, whose order and last bits vary from run to run). hc: 64 device
+ * counters, zero at first use and never reset, for the barrier between the head's blocks' reads of the
+ * old state and their write-backs (NULL, or a grid too big to be resident at once: the launch is in
+ * clusters of a head's blocks instead, correct but slower). pre: what
  * is requested before griddepcontrol.wait (1 the W slice, 2 the state; 3 both). Returns 0
  * (nothing launched) outside DK = DV = 128, power-of-two HV and Q4_K rows of 256 | H; with launch 0
  * only says whether it would launch. */
-int lean_gdn(const void *gdn, int dk, const void *out, float *part, unsigned *cnt, int pre, int pdl, cudaStream_t st,
+int lean_gdn(const void *gdn, int dk, const void *out, float *part, unsigned *cnt, unsigned *hc, int pre, int pdl, cudaStream_t st,
              unsigned long long *tr, int launch, const struct lean_fold *fold);
 /* Test hook (LILAC_CUDA_GDN_STAGGER): from now on every lean_gdn block but each head's part 0 waits ns
  * at entry (0: off), which makes a missing barrier between the head's state reads and write-backs
