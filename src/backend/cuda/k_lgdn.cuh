@@ -169,15 +169,36 @@ struct lgdn_args {
  * 24's trace); the price is the order of the sums, which varies from run to run (as the prefill MoE
  * down's already does by default), so --deterministic keeps the ordered form. ATOM 2: the x rows
  * four at a time (red.global.add.v4.f32: a quarter of the ~65K atomic operations per launch). */
-/* the state barrier's wait (thread 0): the head's arrivals reach target (P a step; the count wraps
- * with unsigned arithmetic, P a power of two). A block that never comes traps after 2 s instead of
- * hanging the stream. */
-__device__ __forceinline__ void lg_wait_count(const unsigned *c, unsigned target) {
+/* The state barrier's counter form (k_lgdn, L.hc). Arrival, every thread: its state values are in
+ * registers (a sum that uses them all: a load whose value has been used has been performed), the
+ * block's barrier, then thread 0 counts with release semantics and returns the target its wait needs
+ * (P arrivals a launch; the count wraps with unsigned arithmetic, P a power of two). */
+template <int N>
+__device__ __forceinline__ unsigned lg_arrive_count(const float (&s)[N], unsigned *c, int P) {
+    float t = 0.0f;
+#pragma unroll
+    for (int i = 0; i < N; i++) t += s[i];
+    asm volatile("" ::"f"(t)); /* the sum is kept: every load returned before the barrier */
+    __syncthreads();
+    unsigned old = 0;
+    if (threadIdx.x == 0) asm volatile("atom.add.release.gpu.global.u32 %0, [%1], 1;" : "=r"(old) : "l"(c) : "memory");
+    return (old / (unsigned)P + 1u) * (unsigned)P;
+}
+__device__ __forceinline__ unsigned lg_count_peek(const unsigned *c) { /* issued early, used late */
     unsigned v;
-    unsigned long long t0 = ln_now();
-    for (int n = 1;; n++) {
+    asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(c) : "memory");
+    return v;
+}
+/* The wait (thread 0, then the block's barrier before any write-back): v, peeked at the step's start,
+ * is normally already at the target (the siblings counted before their griddepcontrol.wait), so the
+ * step hides the load's round trip; else poll with acquire loads. A block that never comes traps after
+ * 2 s instead of hanging the stream. The write-backs follow the loop's exit (a store is not performed
+ * before the branch that guards it resolves) and the barrier after it. */
+__device__ __forceinline__ void lg_wait_count(const unsigned *c, unsigned v, unsigned target) {
+    unsigned long long t0 = 0;
+    for (int n = 1; (int)(v - target) < 0; n++) {
+        if (n == 1) t0 = ln_now();
         asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(c) : "memory");
-        if ((int)(v - target) >= 0) break;
         if ((n & 1023) == 0 && ln_now() - t0 > 2000000000ull) __trap();
     }
 }
@@ -350,9 +371,15 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
         if (h == 0 && !IN)
             for (int i = tid; i < R; i += LG_THREADS) xos[i] = L.xin[r0 + i];
     }
+    /* the state barrier's arrival (counter form, see below) before the wait where the state was loaded
+     * before it: the round trip hides in the wait */
+    const bool hcb = LG_STATE_BAR && !IN && L.hc;
+    unsigned hc_target = 0, hc_v = 0;
+    if (hcb && (L.pre & 2)) hc_target = lg_arrive_count(s, L.hc + h, P);
     pdl_wait();
     pdl_trigger();
     ln_trace(L.tr, 1);
+    if (hcb && tid == 0) hc_v = lg_count_peek(L.hc + h);
     if constexpr (IN) {
         /* x̂ = RMSNorm(x) g as q8 (ln_prologue: 1/rms is applied to the group scales) */
         gemv_args pa = {};
@@ -435,16 +462,17 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
      * the kernel after cannot start before every block here has passed its griddepcontrol.wait); or
      * the head's blocks as one cluster (resident together by construction), measured 11 % slower
      * on an H200 (627 vs 703 tok/s at 4K: the clusters' placement costs the overlap with the
-     * in-projection), so only the fallback and the IN form's. */
-    const bool hcb = LG_STATE_BAR && !IN && L.hc;
-    unsigned hc_target = 0;
-    if (hcb) asm volatile("fence.acq_rel.gpu;" ::: "memory"); /* this thread's state loads performed before thread 0's count */
-    else if (LG_STATE_BAR) sk_cluster_arrive();
+     * in-projection), so only the fallback and the IN form's. The counter form's first version
+     * (fence in every thread, the count after the wait, an acquire poll before the write-back) cost
+     * 2.8 % on an H100 (624 vs 642): its round trips sat on the step's critical path. */
+    if (hcb && !(L.pre & 2)) {
+        hc_target = lg_arrive_count(s, L.hc + h, P);
+        if (tid == 0) hc_v = lg_count_peek(L.hc + h);
+    } else if (!hcb && LG_STATE_BAR) sk_cluster_arrive();
     /* the first group: the conv inputs (the W and B slices may still be in flight) */
     if (LG_BM) cp_async_wait<2>();
     else cp_async_wait<1>();
     __syncthreads();
-    if (hcb && tid == 0) hc_target = ((atomicAdd(L.hc + h, 1u) / (unsigned)P) + 1u) * (unsigned)P;
     /* 3. the in-projection's outputs: conv + SiLU; part 0 keeps the raw inputs in the ring (q/k
      * channels only from the first v-head of their k-head, as k_gdn_step) */
     if (tid < 3 * LG_D) {
@@ -508,7 +536,7 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
     o += __shfl_xor_sync(0xffffffffu, o, 16);
     if (rg == 0) os[j] = o;
     if (hcb) { /* every block of the head has read the old state (the count above) */
-        if (tid == 0) lg_wait_count(L.hc + h, hc_target);
+        if (tid == 0) lg_wait_count(L.hc + h, hc_v, hc_target);
         __syncthreads();
     } else if (LG_STATE_BAR) sk_cluster_wait();
     if (w / (16 / P) == part) { /* this part's state columns */
