@@ -170,27 +170,26 @@ struct lgdn_args {
  * down's already does by default), so --deterministic keeps the ordered form. ATOM 2: the x rows
  * four at a time (red.global.add.v4.f32: a quarter of the ~65K atomic operations per launch). */
 /* The state barrier's counter form (k_lgdn, L.hc). Arrival, every thread: its state values are in
- * registers (a sum that uses them all: a load whose value has been used has returned it, so no later
- * store anywhere can change what it read), the block's barrier, then thread 0 counts and puts the
- * target the writer warps wait for (P arrivals a launch; the count wraps with unsigned arithmetic, P a
- * power of two) into *tgt, which the caller's next __syncthreads publishes. A relaxed add: what it
- * orders (the reads) is already complete, and a release add would also wait for the block's cp.async
- * traffic in flight (the W / B slices). */
+ * registers (a sum that uses them all: a load whose value has been used has been performed), the
+ * block's barrier, then thread 0 counts with release semantics and returns the target its wait needs
+ * (P arrivals a launch; the count wraps with unsigned arithmetic, P a power of two). */
 template <int N>
-__device__ __forceinline__ void lg_arrive_count(const float (&s)[N], unsigned *c, int P, unsigned *tgt) {
+__device__ __forceinline__ unsigned lg_arrive_count(const float (&s)[N], unsigned *c, int P) {
     float t = 0.0f;
 #pragma unroll
     for (int i = 0; i < N; i++) t += s[i];
     asm volatile("" ::"f"(t)); /* the sum is kept: every load returned before the barrier */
     __syncthreads();
-    if (threadIdx.x == 0) *tgt = (atomicAdd(c, 1u) / (unsigned)P + 1u) * (unsigned)P;
+    unsigned old = 0;
+    if (threadIdx.x == 0) asm volatile("atom.add.release.gpu.global.u32 %0, [%1], 1;" : "=r"(old) : "l"(c) : "memory");
+    return (old / (unsigned)P + 1u) * (unsigned)P;
 }
 __device__ __forceinline__ unsigned lg_count_peek(const unsigned *c) { /* issued early, used late */
     unsigned v;
     asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(c) : "memory");
     return v;
 }
-/* The wait (lane 0 of each warp that writes state columns back, then __syncwarp): v, peeked at the step's start,
+/* The wait (thread 0, then the block's barrier before any write-back): v, peeked at the step's start,
  * is normally already at the target (the siblings counted before their griddepcontrol.wait), so the
  * step hides the load's round trip; else poll with acquire loads. A block that never comes traps after
  * 2 s instead of hanging the stream. The write-backs follow the loop's exit (a store is not performed
@@ -375,14 +374,12 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
     /* the state barrier's arrival (counter form, see below) before the wait where the state was loaded
      * before it: the round trip hides in the wait */
     const bool hcb = LG_STATE_BAR && !IN && L.hc;
-    __shared__ unsigned hc_target;
-    unsigned hc_v = 0;
-    const bool hc_writer = hcb && lane == 0 && w / (16 / P) == part; /* lane 0 of a warp with state columns to write */
-    if (hcb && (L.pre & 2)) lg_arrive_count(s, L.hc + h, P, &hc_target);
+    unsigned hc_target = 0, hc_v = 0;
+    if (hcb && (L.pre & 2)) hc_target = lg_arrive_count(s, L.hc + h, P);
     pdl_wait();
     pdl_trigger();
     ln_trace(L.tr, 1);
-    if (hc_writer && (L.pre & 2)) hc_v = lg_count_peek(L.hc + h);
+    if (hcb && tid == 0) hc_v = lg_count_peek(L.hc + h);
     if constexpr (IN) {
         /* x̂ = RMSNorm(x) g as q8 (ln_prologue: 1/rms is applied to the group scales) */
         gemv_args pa = {};
@@ -467,12 +464,12 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
      * on an H200 (627 vs 703 tok/s at 4K: the clusters' placement costs the overlap with the
      * in-projection), so only the fallback and the IN form's. The counter form's first version
      * (fence in every thread, the count after the wait, an acquire poll before the write-back) cost
-     * 2.8 % on an H100 (624 vs 642): its round trips sat on the step's critical path; the second
-     * (the count before the wait with a release add, a block barrier before the write-back) 1.4 % on
-     * an H200 (694.7 vs 704.5); this third waits only in the warps that write. */
+     * 2.8 % on an H100 (624 vs 642): its round trips sat on the step's critical path. This one cost
+     * 1.4 % on an H200 (694.7 vs 704.5 at 4K). A third (a relaxed add, only the writing warps waiting,
+     * lane 0 polling, no block barrier) measured slower still: 687.7 vs 703.7 (session 35, call 5). */
     if (hcb && !(L.pre & 2)) {
-        lg_arrive_count(s, L.hc + h, P, &hc_target);
-        if (hc_writer) hc_v = lg_count_peek(L.hc + h);
+        hc_target = lg_arrive_count(s, L.hc + h, P);
+        if (tid == 0) hc_v = lg_count_peek(L.hc + h);
     } else if (!hcb && LG_STATE_BAR) sk_cluster_arrive();
     /* the first group: the conv inputs (the W and B slices may still be in flight) */
     if (LG_BM) cp_async_wait<2>();
@@ -540,12 +537,11 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
     o += __shfl_xor_sync(0xffffffffu, o, 8);
     o += __shfl_xor_sync(0xffffffffu, o, 16);
     if (rg == 0) os[j] = o;
-    if (!hcb && LG_STATE_BAR) sk_cluster_wait();
+    if (hcb) { /* every block of the head has read the old state (the count above) */
+        if (tid == 0) lg_wait_count(L.hc + h, hc_v, hc_target);
+        __syncthreads();
+    } else if (LG_STATE_BAR) sk_cluster_wait();
     if (w / (16 / P) == part) { /* this part's state columns */
-        if (hcb) { /* every block of the head has read the old state (the count above): only these warps wait */
-            if (lane == 0) lg_wait_count(L.hc + h, hc_v, hc_target);
-            __syncwarp();
-        }
 #pragma unroll
         for (int t = 0; t < RPL; t++) Sp[(size_t)t * LG_D] = s[t];
     }
