@@ -1027,6 +1027,76 @@ static void tests_gdn_in(void) {
     test_switch_same_bits("qwen3.6-35b-a3b-L4", 300, 8, "LILAC_CUDA_GDN_IN", "1", "0", "GDN_IN in a deterministic run (ignored)");
 }
 
+/* The double-buffered GDN state (LILAC_CUDA_GDN_DB, default 1, session 36): the state after n tokens
+ * lives in copy n & 1. A snapshot must save the copy of its position and a load must fill the copy of
+ * the loaded position, whatever the sequence's position was before. Prefill P tokens on a
+ * double-buffered backend, save, decode D (odd) tokens; then the same D tokens from the snapshot loaded
+ * into a sequence at position 3, into the first sequence (now at the other parity) and into a fresh
+ * sequence of an in-place backend (GDN_DB=0): all bit-identical. A copy saved or loaded by the wrong
+ * parity starts the decode from another state (zeros or a stale one) and moves the logits. The
+ * atomic forms are off (their order varies). */
+static void decode_rows(ll_backend *be, ll_seq *s, const int32_t *tok, int D, float *lg, int V) {
+    for (int i = 0; i < D; i++) be->v->forward(be, s, tok + i, 1, LL_LOGITS_LAST, lg + (size_t)i * V);
+}
+static void test_gdn_db_snap(const char *preset, int P) {
+    qwen_model *m = NULL;
+    if (qwen_model_synthetic(preset, 9, &m) != LL_OK) { check(0, "synthetic: %s", ll_errmsg()); return; }
+    setenv("LILAC_CUDA_GDN_ATOM", "0", 1);
+    setenv("LILAC_CUDA_ATT_COUT", "0", 1);
+    int V = m->hp.n_vocab, D = 5;
+    int32_t *tok = malloc((size_t)(P + D) * 4);
+    rand_tokens(tok, P + D, V, 23);
+    float *lg[4];
+    for (int k = 0; k < 4; k++) lg[k] = calloc((size_t)D * V, 4);
+    ll_backend *be[2] = {NULL, NULL};
+    int db[2] = {-1, -1};
+    for (int k = 0; k < 2; k++) {
+        setenv("LILAC_CUDA_GDN_DB", k ? "0" : "1", 1);
+        be[k] = mk_backend(m, 64);
+        cuda_info ci;
+        if (be[k] && cuda_backend_info(be[k], &ci) == LL_OK) db[k] = ci.gdn_db;
+    }
+    unsetenv("LILAC_CUDA_GDN_DB");
+    check(db[0] == 1 && db[1] == 0, "%s: LILAC_CUDA_GDN_DB=1 double-buffers the GDN states (%d), =0 not (%d)", preset, db[0], db[1]);
+    if (be[0] && be[1]) {
+        ll_seq *a = NULL, *b = NULL, *c = NULL;
+        be[0]->v->seq_new(be[0], P + D + 16, &a);
+        be[0]->v->seq_new(be[0], P + D + 16, &b);
+        be[1]->v->seq_new(be[1], P + D + 16, &c);
+        ll_status st = be[0]->v->forward(be[0], a, tok, P, LL_LOGITS_NONE, NULL);
+        size_t nb = be[0]->v->seq_state_bytes(be[0], a), nb1 = 0;
+        void *snap = malloc(nb);
+        if (st == LL_OK) st = be[0]->v->seq_save(be[0], a, snap, nb);
+        check(st == LL_OK, "%s: prefill %d tokens and save (double-buffered): %s", preset, P, st == LL_OK ? "ok" : ll_errmsg());
+        decode_rows(be[0], a, tok + P, D, lg[0], V);
+        be[0]->v->forward(be[0], b, tok, 3, LL_LOGITS_NONE, NULL); /* b at position 3, its state in copy 1 */
+        ll_status s1 = be[0]->v->seq_load(be[0], b, snap, nb);
+        decode_rows(be[0], b, tok + P, D, lg[1], V);
+        ll_status s2 = be[0]->v->seq_load(be[0], a, snap, nb); /* a at P + D: the other parity */
+        decode_rows(be[0], a, tok + P, D, lg[2], V);
+        ll_status s3 = be[1]->v->seq_load(be[1], c, snap, nb);
+        decode_rows(be[1], c, tok + P, D, lg[3], V);
+        nb1 = be[1]->v->seq_state_bytes(be[1], c);
+        check(s1 == LL_OK && s2 == LL_OK && s3 == LL_OK && nb1 == nb, "%s: the snapshot at %d loads three times (%zu bytes; %zu in place)", preset, P,
+              nb, nb1);
+        check(!memcmp(lg[0], lg[1], (size_t)D * V * 4), "%s: snapshot at %d loaded into a sequence at position 3: the same %d rows", preset, P, D);
+        check(!memcmp(lg[0], lg[2], (size_t)D * V * 4), "%s: snapshot at %d loaded back at position %d: the same %d rows", preset, P, P + D, D);
+        check(!memcmp(lg[0], lg[3], (size_t)D * V * 4), "%s: snapshot at %d (double-buffered) continued by the in-place state: the same %d rows",
+              preset, P, D);
+        free(snap);
+        be[0]->v->seq_free(be[0], a);
+        be[0]->v->seq_free(be[0], b);
+        be[1]->v->seq_free(be[1], c);
+    }
+    for (int k = 0; k < 2; k++)
+        if (be[k]) ll_backend_free(be[k]);
+    unsetenv("LILAC_CUDA_GDN_ATOM");
+    unsetenv("LILAC_CUDA_ATT_COUT");
+    for (int k = 0; k < 4; k++) free(lg[k]);
+    free(tok);
+    qwen_model_free_synthetic(m);
+}
+
 /* Several decode steps per graph launch in generate (LILAC_CUDA_GRAPH_STEPS, session 30), and the step's
  * finish / embed kernels as programmatic dependents (LILAC_CUDA_STEP_PDL): the same
  * kernels in the same order, so the same bits in a deterministic run; 8 greedy tokens at 3 steps per
@@ -1053,12 +1123,33 @@ static void tests_graph_steps(void) {
      * test above missed, seen only with -DLN_GEMV_TRIG=2). Every block but part 0 now enters 20 us
      * late: without the barrier between reads and write-backs part 0 finishes first and the
      * others read its new columns, which moves the logits; with it, no bit. */
+    /* (session 36: the state is double-buffered by default, so a late block reads the old copy; the
+     * barrier's forms are checked below with the state in place) */
     test_switch_same_bits("qwen3.6-35b-a3b-L4", 300, 8, "LILAC_CUDA_GDN_STAGGER", "20000", "0", "GDN blocks but each head's part 0 entering 20 us late");
+    setenv("LILAC_CUDA_GDN_DB", "0", 1);
+    test_switch_same_bits("qwen3.6-35b-a3b-L4", 300, 8, "LILAC_CUDA_GDN_STAGGER", "20000", "0", "late GDN blocks, the state in place, the counter barrier");
     /* ... and the barrier's other form, the head's blocks as one cluster (LILAC_CUDA_GDN_HC=0): the same bits */
     setenv("LILAC_CUDA_GDN_HC", "0", 1);
     test_switch_same_bits("qwen3.6-35b-a3b-L4", 300, 8, "LILAC_CUDA_GDN_STAGGER", "20000", "0", "GDN blocks entering late, the cluster barrier");
     unsetenv("LILAC_CUDA_GDN_HC");
     test_switch_same_bits("qwen3.6-35b-a3b-L4", 300, 8, "LILAC_CUDA_GDN_HC", "0", "1", "the state barrier as clusters (vs counters)");
+    unsetenv("LILAC_CUDA_GDN_DB");
+    /* session 36: the double-buffered state against the state in place: the same arithmetic, so the same
+     * bits, after an even prompt (prefill ends in copy 0) and an odd one (the scan writes copy 1), with
+     * the token-serial prefill (copies chosen from the device position) and the persistent decode kernel;
+     * then snapshots at both parities */
+    test_switch_same_bits("qwen3.6-35b-a3b-L4", 300, 8, "LILAC_CUDA_GDN_DB", "1", "0", "the double-buffered GDN state (vs in place)");
+    test_switch_same_bits("qwen3.6-35b-a3b-L4", 301, 8, "LILAC_CUDA_GDN_DB", "1", "0", "the double-buffered GDN state after an odd prompt");
+    setenv("LILAC_CUDA_GDN_CHUNK", "0", 1);
+    test_switch_same_bits("qwen3.6-35b-a3b-L4", 301, 8, "LILAC_CUDA_GDN_DB", "1", "0", "the double-buffered state, token-serial prefill");
+    unsetenv("LILAC_CUDA_GDN_CHUNK");
+    setenv("LILAC_CUDA_PERSIST", "1", 1);
+    setenv("LILAC_CUDA_KV", "bf16", 1);
+    test_switch_same_bits("qwen3.6-35b-a3b-L4", 301, 8, "LILAC_CUDA_GDN_DB", "1", "0", "the double-buffered state, persistent decode kernel");
+    unsetenv("LILAC_CUDA_PERSIST");
+    unsetenv("LILAC_CUDA_KV");
+    test_gdn_db_snap("qwen3.6-35b-a3b-L4", 300);
+    test_gdn_db_snap("qwen3.6-35b-a3b-L4", 301);
 }
 
 int main(int argc, char **argv) {

@@ -95,7 +95,8 @@ struct cu_seq {
     int n_ctx, pos;                               /* host mirror of the position */
     int *d_pos;
     __nv_bfloat16 *kv;                            /* [n_attn][2][NKV][n_ctx][HD] (kv_q8: rows of kv_row_bytes bytes) */
-    float *S;                                     /* [n_gdn][HV][DK][DV] */
+    float *S;                                     /* [1 + gdn_db][n_gdn][HV][DK][DV]: the state after n tokens is
+                                                   * copy n & 1 where double-buffered (gdn_state_copy), else copy 0 */
     float *ring;                                  /* [n_gdn][4][CD] */
     float *part_o, *part_ml;                      /* [max_splits][NH][HD], [max_splits][NH][2] */
     int CH, max_splits;
@@ -249,6 +250,9 @@ struct cu_backend {
     int gemm_glu;                         /* LILAC_CUDA_GLU: MoE gate and up (routed and shared) as one k_gemm2 GM_GLU GEMM */
     int gdn_chunk;                        /* 1 (default): chunked GDN prefill (k_gdn_chunk.cuh);
                                            * LILAC_CUDA_GDN_CHUNK=0: the token-serial k_gdn_step */
+    int gdn_db;                           /* 1 (default): the GDN states double-buffered (k_gdn.cuh gdn_state_copy; +63 MB a
+                                           * sequence on the 35B, k_lgdn without its state barrier, session 36);
+                                           * LILAC_CUDA_GDN_DB=0: one copy updated in place */
     /* decode scratch */
     float *x, *qkv, *z, *ab, *o, *qg, *kb, *vb, *q, *att, *rl, *h, *logits;
     int *d_tok, *d_gen, *d_gen_n;
@@ -975,6 +979,21 @@ static void seq_kv(const cu_backend *b, const cu_seq *s, int a, __nv_bfloat16 **
     *vc = (__nv_bfloat16 *)((unsigned char *)s->kv + ((size_t)a * 2 + 1) * plane);
 }
 
+/* floats of one copy of a sequence's GDN states, [n_gdn][HV][DK][DV] */
+static size_t seq_state_floats(const cu_backend *b) {
+    return (size_t)b->n_gdn * b->hp.gdn_n_v_heads * b->hp.gdn_k_dim * b->hp.gdn_v_dim;
+}
+
+/* GDN layer gi's state [HV][DK][DV] in copy c: copy 1 only where double-buffered (else NULL, which
+ * gdn_args.S2 reads as "in place") */
+static float *seq_state(const cu_backend *b, const cu_seq *s, int gi, int c) {
+    if (c && !b->gdn_db) return NULL;
+    return s->S + (size_t)c * seq_state_floats(b) + (size_t)gi * b->hp.gdn_n_v_heads * b->hp.gdn_k_dim * b->hp.gdn_v_dim;
+}
+
+/* all the GDN states after n tokens (the copy a snapshot saves or restores at position n) */
+static float *seq_state_at(const cu_backend *b, const cu_seq *s, int n) { return gdn_state_copy(seq_state(b, s, 0, 0), seq_state(b, s, 0, 1), n); }
+
 /* The byte ranges of layer l + 1's input projection (none after the last layer): what a kernel of
  * layer l asks the L2 to fetch ahead (LILAC_CUDA_PFNEXT). */
 static void decode_pf_next(cu_backend *b, int l, float *xc, lean_pf *pf) {
@@ -1082,8 +1101,8 @@ static void decode_step(cu_backend *b, cu_seq *s, int gen, int emb_pdl = 0) {
         }
         if (!hp.is_attn[l]) {
             g = {b->qkv, b->ab, b->ab + HV, 0, L.conv, s->ring + (size_t)L.gdn_idx * 4 * CD,
-                 s->S + (size_t)L.gdn_idx * HV * DK * DV, L.dt_bias, L.ssm_a, b->o, s->d_pos, 1, HK, HV, DV,
-                 hp.gdn_v_tiled};
+                 seq_state(b, s, L.gdn_idx, 0), L.dt_bias, L.ssm_a, b->o, s->d_pos, 1, HK, HV, DV,
+                 hp.gdn_v_tiled, seq_state(b, s, L.gdn_idx, 1)};
             if (L.fold_B && (b->gdn_fold & 1) && b->lean && b->gdn_fuse == 1 && !b->fuse && lean_moe(&pl.moe, b->nsm, b->pdl, b->st, 0, NULL, NULL)) {
                 float *xn = xc == b->x ? b->x2 : b->x, *rl = b->rl;
                 if (b->gdn_atom) layer_zbuf(b, l, &xn, &rl); /* this layer's own residual and logits (zeros), atomics into them */
@@ -1382,7 +1401,10 @@ static void prefill_chunk(cu_backend *b, cu_seq *s, int T, int want_last_logits)
             k_gdn_conv<<<dim3((CD + 255) / 256, T), 256, 0, b->st>>>(QKV, CD, QKVc, L.conv, ring, s->d_pos, T, CD);
             k_gdn_ring<<<(CD + 255) / 256, 256, 0, b->st>>>(QKV, CD, ring, s->d_pos, T, CD);
             prof_end(b, "p.gdn.conv", 0, 0);
-            float *Sl = s->S + (size_t)L.gdn_idx * HV * DK * DV;
+            /* the state: read from copy pos & 1, written to copy (pos + T) & 1 (the same copy where T is even
+             * or the state is single) */
+            float *Sl = seq_state(b, s, L.gdn_idx, 0), *Sl2 = seq_state(b, s, L.gdn_idx, 1);
+            float *Sin = gdn_state_copy(Sl, Sl2, s->pos), *Sout = gdn_state_copy(Sl, Sl2, (long)s->pos + T);
             if (b->gdn_chunk) {
                 /* W|U overwrite the raw projection in P1 (dead after the conv and the ring update) */
                 int nch = (T + GDN_CC - 1) / GDN_CC;
@@ -1393,7 +1415,7 @@ static void prefill_chunk(cu_backend *b, cu_seq *s, int T, int want_last_logits)
                 ws.fq = ws.P + (size_t)HV * nch * GDN_CC * GDN_CC;
                 ws.fk = ws.fq + (size_t)HV * T;
                 ws.lam = ws.fk + (size_t)HV * T;
-                gdn_chunk_args ca = {QKVc, Bv, Av, HV, L.dt_bias, L.ssm_a, Sl, O, ws, T, HK, HV, DV, hp.gdn_v_tiled};
+                gdn_chunk_args ca = {QKVc, Bv, Av, HV, L.dt_bias, L.ssm_a, Sin, O, ws, T, HK, HV, DV, hp.gdn_v_tiled, Sout};
                 dim3 gp(nch, HV), gs(HV, DV / 32);
                 prof_begin(b);
                 if (DK == 128 && b->gdn_prep_mb == 1) k_gdn_chunk_prep<128, 1><<<gp, 256, gdn_prep_smem_bytes<128>(), b->st>>>(ca);
@@ -1408,7 +1430,7 @@ static void prefill_chunk(cu_backend *b, cu_seq *s, int T, int want_last_logits)
                 else k_gdn_chunk_scan<32, 32><<<gs, 256, gdn_scan_smem_bytes<32, 32>(), b->st>>>(ca);
                 prof_end(b, "p.gdn.chunk_scan", 0, 2.0 * T * HV * DV * (3.0 * DK + GDN_CC));
             } else {
-                gdn_args g = {QKVc, Bv, Av, HV, L.conv, ring, Sl, L.dt_bias, L.ssm_a, O, s->d_pos, T, HK, HV, DV, hp.gdn_v_tiled};
+                gdn_args g = {QKVc, Bv, Av, HV, L.conv, ring, Sl, L.dt_bias, L.ssm_a, O, s->d_pos, T, HK, HV, DV, hp.gdn_v_tiled, Sl2};
                 dim3 gg(HV, DV / 16); /* 2 warps x 8 value columns per block */
                 prof_begin(b);
                 if (DK == 128) k_gdn_step<128, false><<<gg, 64, 0, b->st>>>(g);
@@ -1566,7 +1588,7 @@ static ll_status cu_seq_new(ll_backend *be, int32_t n_ctx, ll_seq **out) {
     s->max_splits = (n_ctx + s->CH - 1) / s->CH;
     int CD = qwen_gdn_conv_dim(&hp);
     size_t kvb = (size_t)b->n_attn * 2 * hp.n_head_kv * n_ctx * kv_row_bytes(hp.head_dim, b->kv_q8);
-    size_t Sb = (size_t)b->n_gdn * hp.gdn_n_v_heads * hp.gdn_k_dim * hp.gdn_v_dim * 4;
+    size_t Sb = seq_state_floats(b) * 4 * (1 + (b->gdn_db != 0)); /* both copies where double-buffered */
     size_t rb = (size_t)b->n_gdn * 4 * CD * 4;
     size_t pob = (size_t)s->max_splits * hp.n_head * hp.head_dim * 4, pmb = (size_t)s->max_splits * hp.n_head * 2 * 4;
     cudaError_t e = cudaSetDevice(b->dev);
@@ -1602,7 +1624,7 @@ static void cu_seq_reset(ll_backend *be, ll_seq *sq) {
     const qwen_hparams &hp = b->hp;
     s->pos = 0;
     cudaMemsetAsync(s->d_pos, 0, 4, b->st);
-    cudaMemsetAsync(s->S, 0, (size_t)b->n_gdn * hp.gdn_n_v_heads * hp.gdn_k_dim * hp.gdn_v_dim * 4, b->st);
+    cudaMemsetAsync(s->S, 0, seq_state_floats(b) * 4 * (1 + (b->gdn_db != 0)), b->st); /* copy 0 is the state at 0; both for tidiness */
     cudaMemsetAsync(s->ring, 0, (size_t)b->n_gdn * 4 * qwen_gdn_conv_dim(&hp) * 4, b->st);
     cudaStreamSynchronize(b->st);
 }
@@ -1629,9 +1651,10 @@ static ll_status seq_copy(cu_backend *b, cu_seq *s, uint8_t *host, int pos, int 
                                    to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice));
         off += row;
     }
-    size_t Sb = (size_t)b->n_gdn * hp.gdn_n_v_heads * hp.gdn_k_dim * hp.gdn_v_dim * 4;
+    size_t Sb = seq_state_floats(b) * 4;
     size_t rb = (size_t)b->n_gdn * 4 * qwen_gdn_conv_dim(&hp) * 4;
-    if (Sb) CU_TRY(cudaMemcpy(to_host ? (void *)(host + off) : (void *)s->S, to_host ? (void *)s->S : (void *)(host + off), Sb,
+    float *Sc = seq_state_at(b, s, pos); /* the copy that holds the state after pos tokens */
+    if (Sb) CU_TRY(cudaMemcpy(to_host ? (void *)(host + off) : (void *)Sc, to_host ? (void *)Sc : (void *)(host + off), Sb,
                               to_host ? cudaMemcpyDeviceToHost : cudaMemcpyHostToDevice));
     off += Sb;
     if (rb) CU_TRY(cudaMemcpy(to_host ? (void *)(host + off) : (void *)s->ring, to_host ? (void *)s->ring : (void *)(host + off),
@@ -1787,7 +1810,7 @@ static ll_status pk_params_write(cu_backend *b, cu_seq *s, int gen, unsigned lon
     P.gen = gen ? b->d_gen : NULL;
     P.gen_n = b->d_gen_n;
     P.pos = s->d_pos;
-    P.kv = s->kv; P.S = s->S; P.ring = s->ring; P.part_o = s->part_o; P.part_ml = s->part_ml;
+    P.kv = s->kv; P.S = s->S; P.S2 = seq_state(b, s, 0, 1); P.ring = s->ring; P.part_o = s->part_o; P.part_ml = s->part_ml;
     P.n_ctx = s->n_ctx;
     P.nsplit = hp.n_head_kv ? LL_MAX(1, LL_MIN(LL_MIN(b->pk_grid, 8 * b->nsm) / hp.n_head_kv, s->max_splits)) : 1;
     P.qkv = b->qkv; P.ab = b->ab; P.o = b->o; P.qg = b->qg; P.kb = b->kb; P.vb = b->vb; P.q = b->q; P.att = b->att;
@@ -2328,7 +2351,7 @@ static ll_status cu_init(cu_backend *b) {
             pk_layer pl;
             decode_layer_args(b, l, &pl, b->x, b->x2);
             gdn_args g = {b->qkv, b->ab, b->ab + HV, 0, L.conv, b->x, b->x, L.dt_bias, L.ssm_a, b->o, (const int *)b->x, 1, hp.gdn_n_k_heads,
-                          HV, hp.gdn_v_dim, hp.gdn_v_tiled};
+                          HV, hp.gdn_v_dim, hp.gdn_v_tiled, b->gdn_db ? b->x : NULL};
             lean_fold fo = {L.fold_B, L.router.q, hp.n_ff_shexp ? L.shgate.q : NULL, L.ffn_norm, hp.n_expert, b->x, b->rl, b->x, b->moe_w,
                             b->gdn_atom, &pl.in, b->gdn_in_nst, b->gdn_in_wpre};
             n += L.fold_B && lean_gdn(&g, hp.gdn_k_dim, &pl.out, b->gdn_part, NULL, b->gdn_hc, 3, 0, b->st, NULL, 0, &fo);
@@ -2505,6 +2528,10 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
      * L4 GPU vs CPU) fail at their tolerance edge (bench/results/2026-11-30-h200-cudapre call2),
      * so it is opt-in: LILAC_CUDA_GDN_CHUNK=1 */
     b->gdn_chunk = !(getenv("LILAC_CUDA_GDN_CHUNK") && !atoi(getenv("LILAC_CUDA_GDN_CHUNK")));
+    /* the GDN states double-buffered (session 36): k_lgdn reads one copy and writes the other, so it needs no
+     * barrier between its blocks' reads of the old state and their write-backs (in place, that barrier cost
+     * 1.4 % at 4K on an H200, session 35) */
+    b->gdn_db = !(getenv("LILAC_CUDA_GDN_DB") && !atoi(getenv("LILAC_CUDA_GDN_DB")));
     b->embd_host = !(getenv("LILAC_CUDA_EMBED_DEVICE") && atoi(getenv("LILAC_CUDA_EMBED_DEVICE")));
     /* measured defaults (bench/results/2026-11-30-h200-cuda2): k_qact + k_gemv_q (1 row per warp
      * batch) for the GEMVs, the bulk-copy MoE; the bulk-copy GEMV measured slower (opt-in) */
@@ -2579,6 +2606,7 @@ extern "C" ll_status cuda_backend_info(ll_backend *be, cuda_info *out) {
     out->moe_sk = b->moe_sk;
     out->att_cout = b->att_cout;
     out->moe_pack = b->moe_pack;
+    out->gdn_db = b->gdn_db;
     out->gdn_in = b->gdn_in;
     out->cout_pk = b->att_cout ? b->cout_pk : 0;
     out->fd_ph = b->att_cout && b->cout_pk == 2 && b->kv_q8 && b->fd_fg != 4 && b->fd_ns && b->fd_fused ? b->fd_ph : 0;

@@ -33,7 +33,17 @@ struct gdn_args {
     float *o;              /* [T][HV*DV] */
     const int *pos;        /* device: position of the first token */
     int T, HK, HV, DV, tiled;
+    float *S2;             /* [HV][DK][DV] the state's second copy (NULL: one copy, updated in place) */
 };
+
+/* The double-buffered state (session 36, LILAC_CUDA_GDN_DB): the state after n tokens lives in copy
+ * n & 1, S for even n, S2 for odd. A step at position p reads copy p & 1 and writes copy (p + 1) & 1,
+ * so no reader of the old state can see a new value whatever the order of the blocks (k_lgdn's P
+ * blocks of a head each read the whole old state and write back their 1/P of it: in place that
+ * needs a barrier between all reads and any write-back, which cost 1.4 % of decode at 4K). A scan of
+ * T tokens reads copy p & 1 and writes copy (p + T) & 1 (in place when T is even: its blocks own
+ * their columns). */
+__host__ __device__ __forceinline__ float *gdn_state_copy(float *S, float *S2, long n) { return S2 && (n & 1) ? S2 : S; }
 
 /* One warp's share of k_gdn_step: v-head h, value columns [j0, j0 + 8); qs, ks: [DK] floats of
  * shared memory owned by this warp. Decode reads its activations with plain loads, not __ldg: the
@@ -47,13 +57,14 @@ __device__ __forceinline__ void gdn_step_warp(const gdn_args &g, int h, int j0, 
     int r = g.HV / g.HK, kh = g.tiled ? h % g.HK : h / r;
     int QK = g.HK * DK, CD = 2 * QK + g.HV * g.DV, VD = g.HV * g.DV;
     int pos0 = *g.pos;
-    float *Sp = g.S + ((long)h * DK + rg * RPL) * g.DV + j;
+    int T = DECODE ? 1 : g.T;
+    long soff = ((long)h * DK + rg * RPL) * g.DV + j;
+    float *Sp = gdn_state_copy(g.S, g.S2, pos0) + soff;
     float s[RPL];
 #pragma unroll
     for (int t = 0; t < RPL; t++) s[t] = Sp[(long)t * g.DV];
     float dtb = __ldg(g.dt_bias + h), sa = __ldg(g.ssm_a + h);
     int qch = kh * DK, kch = QK + kh * DK, vch = 2 * QK + h * g.DV + j;
-    int T = DECODE ? 1 : g.T;
     /* DECODE: the conv weights and the ring slots of earlier positions (written by this layer's
      * step at earlier tokens) are loaded before the wait too; only the projection is the previous
      * kernel's */
@@ -172,6 +183,7 @@ __device__ __forceinline__ void gdn_step_warp(const gdn_args &g, int h, int j0, 
         if (rg == 0) g.o[(long)t * VD + h * g.DV + j] = o;
         __syncwarp();
     }
+    Sp = gdn_state_copy(g.S, g.S2, pos0 + T) + soff;
 #pragma unroll
     for (int t = 0; t < RPL; t++) Sp[(long)t * g.DV] = s[t];
 }

@@ -55,6 +55,8 @@ struct gdn_chunk_args {
     float *o;              /* [T][HV*DV] */
     gdn_chunk_ws ws;
     int T, HK, HV, DV, tiled;
+    float *So;             /* [HV][DK][DV] where scan writes the state (NULL: S, in place; the double-buffered
+                            * state's other copy when T is odd, gdn_state_copy) */
 };
 
 template <int DK> static inline size_t gdn_prep_smem_bytes() {
@@ -345,7 +347,8 @@ __global__ void __launch_bounds__(256, 1) k_gdn_chunk_scan(const gdn_chunk_args 
         }
         __syncthreads();
     }
-    for (int i = tid; i < DK * BV; i += blockDim.x) Sg[(long)(i / BV) * g.DV + i % BV] = Ss[i];
+    float *Sw = (g.So ? g.So : g.S) + (long)h * DK * g.DV + j0; /* this block's columns only: in place is safe */
+    for (int i = tid; i < DK * BV; i += blockDim.x) Sw[(long)(i / BV) * g.DV + i % BV] = Ss[i];
 }
 
 #endif

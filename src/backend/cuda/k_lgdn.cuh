@@ -17,9 +17,10 @@
  * (the 64 KB state in registers, 32 values per thread, as k_gdn_step) so that it has all of o_h
  * for the norm and its slice of W_out without any exchange between blocks; it writes back only
  * its part's 128 / P state columns (and part 0 the conv ring), so the P blocks of a head read the
- * state P times (L2) but write it once. The P blocks are one thread-block cluster, and a cluster
- * barrier keeps every write-back after every read of the old state (session 35: without it a block
- * that entered late read columns already updated). Then rows [part * R, part * R + R) of W_out's 128 columns of
+ * state P times (L2) but write it once. The state is double-buffered (gdn_state_copy: read copy
+ * p & 1, write copy (p + 1) & 1), so a block that enters late still reads the old state; updated in
+ * place (LILAC_CUDA_GDN_DB=0) a barrier keeps every write-back after every read of the old state
+ * (session 35: without it a block that entered late read columns already updated). Then rows [part * R, part * R + R) of W_out's 128 columns of
  * head h: R x (64 qs bytes + the 16-byte scales of the row's superblock) = 40 KB at R = 512,
  * requested with cp.async at entry, before the wait, like the conv inputs of earlier positions
  * (only the in-projection's outputs are the previous kernel's). The state is loaded after the
@@ -259,7 +260,11 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
         cp_async_commit();
     };
     int c = lane & 7, rg = lane >> 3, j = 8 * w + c;
-    float *Sp = g.S + ((size_t)h * LG_D + rg * RPL) * LG_D + j;
+    /* the state: read from copy p & 1, written to copy (p + 1) & 1 where it is double-buffered (g.S2:
+     * no barrier needed, see below), else in place */
+    float *Sin = gdn_state_copy(g.S, g.S2, p);
+    size_t soff = ((size_t)h * LG_D + rg * RPL) * LG_D + j;
+    const float *Sp = Sin + soff;
     float s[RPL];
     /* the fold's B slice: rows part * NLR .. + NLR of B, head h's 128 columns (256 B), zeros past NL */
     unsigned char *tb = sm + (size_t)R * 80;
@@ -347,7 +352,7 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
     /* the head's state on its way into L2, a 1/P share per block (IN: also for pre & 2, since its state
      * registers are loaded only after the dots, the values not before the wait) */
     if (((L.pre & 4) || (IN && (L.pre & 2))) && tid < LG_D * LG_D * 4 / 128 / P)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)(g.S + (size_t)h * LG_D * LG_D) + 128 * ((size_t)part * (LG_D * LG_D * 4 / 128 / P) + tid)));
+        asm volatile("prefetch.global.L2 [%0];" ::"l"((const char *)(Sin + (size_t)h * LG_D * LG_D) + 128 * ((size_t)part * (LG_D * LG_D * 4 / 128 / P) + tid)));
 #ifdef LN_GSTATE_Q /* diagnostic (session 21; results garbage): a block loads only the state columns it
                     * writes back (16 of 64 kB), zeros for the rest: what a step split by value columns
                     * would save in the in-projection's window, before paying for its exchange */
@@ -373,7 +378,8 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
     }
     /* the state barrier's arrival (counter form, see below) before the wait where the state was loaded
      * before it: the round trip hides in the wait */
-    const bool hcb = LG_STATE_BAR && !IN && L.hc;
+    const bool sbar = LG_STATE_BAR && !g.S2; /* the state updated in place: a barrier (below) */
+    const bool hcb = sbar && !IN && L.hc;
     unsigned hc_target = 0, hc_v = 0;
     if (hcb && (L.pre & 2)) hc_target = lg_arrive_count(s, L.hc + h, P);
     pdl_wait();
@@ -453,7 +459,9 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
     if (!IN && !(L.pre & 2))
 #pragma unroll
         for (int t = 0; t < RPL; t++) s[t] = Sp[(size_t)t * LG_D];
-    /* The state barrier: every thread of the head's P blocks has its state values (release) before
+    /* The state barrier, only where the state is updated in place (LILAC_CUDA_GDN_DB=0; the default
+     * double-buffered state, g.S2, reads one copy and writes the other, session 36): every thread of
+     * the head's P blocks has its state values (release) before
      * any writes its columns back (the wait below, acquire). Without it a block that enters late
      * (PDL staggers the entries; session 35 saw it with -DLN_GEMV_TRIG=2 under PDL: a different
      * digest on every run) reads columns a sibling has already updated. Two forms: L.hc, an arrival
@@ -470,7 +478,7 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
     if (hcb && !(L.pre & 2)) {
         hc_target = lg_arrive_count(s, L.hc + h, P);
         if (tid == 0) hc_v = lg_count_peek(L.hc + h);
-    } else if (!hcb && LG_STATE_BAR) sk_cluster_arrive();
+    } else if (!hcb && sbar) sk_cluster_arrive();
     /* the first group: the conv inputs (the W and B slices may still be in flight) */
     if (LG_BM) cp_async_wait<2>();
     else cp_async_wait<1>();
@@ -540,10 +548,11 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
     if (hcb) { /* every block of the head has read the old state (the count above) */
         if (tid == 0) lg_wait_count(L.hc + h, hc_v, hc_target);
         __syncthreads();
-    } else if (LG_STATE_BAR) sk_cluster_wait();
+    } else if (sbar) sk_cluster_wait();
     if (w / (16 / P) == part) { /* this part's state columns */
+        float *Sw = gdn_state_copy(g.S, g.S2, p + 1) + soff;
 #pragma unroll
-        for (int t = 0; t < RPL; t++) Sp[(size_t)t * LG_D] = s[t];
+        for (int t = 0; t < RPL; t++) Sw[(size_t)t * LG_D] = s[t];
     }
     cp_async_wait<0>(); /* this thread's W copies; the barrier publishes everyone's */
     __syncthreads();

@@ -55,6 +55,7 @@ struct pk_params {
     int *pos;                 /* device position (advanced by the finish) */
     __nv_bfloat16 *kv;        /* [n_attn][2][NKV][n_ctx][HD] */
     float *S, *ring;          /* [n_gdn][HV][DK][DV], [n_gdn][4][CD] */
+    float *S2;                /* [n_gdn][HV][DK][DV] the state's second copy (gdn_state_copy; NULL: in place) */
     float *part_o, *part_ml;  /* [nsplit][NH][HD], [nsplit][NH][2] */
     int n_ctx, nsplit;
     /* activations */

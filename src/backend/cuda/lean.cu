@@ -620,7 +620,7 @@ int lean_gdn(const void *gdn, int dk, const void *out, float *part, unsigned *cn
     /* rows per block: a multiple of 256 (thread pairs x rows), parts per head dividing 16 warps */
     int R = H % 512 == 0 ? 512 : (H % 256 == 0 ? 256 : 0);
     if (R == 0 || 16 % (H / R) || (g.HV & (g.HV - 1)) || g.HV < 4 || H / R > LG_MAX_PARTS) return 0; /* shares as float4 */
-    if (H / R > 8) return 0; /* the state barrier's fallback: a head's blocks as one cluster, 8 at most, portably */
+    if (H / R > 8 && !g.S2) return 0; /* the in-place state's barrier fallback: a head's blocks as one cluster, 8 at most, portably */
     int P = H / R, NL = 0, NLR = 0, tpr = 0;
     if (fold) { /* the router fold: a logit row is tpr threads of 8 columns of x_old, at most two
                  * rows per thread and NLR * 256 B of B slice in shared memory; ordered sums (cnt), or
@@ -715,13 +715,15 @@ int lean_gdn(const void *gdn, int dk, const void *out, float *part, unsigned *cn
         cudaLaunchKernelEx(&cfg, fold->atom == 2 ? k_lgdn<true, 2, true> : k_lgdn<true, 1, true>, L);
         return 1;
     }
-    /* k_lgdn's state barrier: the per-head counters where the whole grid fits at once, else clusters of
-     * P (a head's blocks resident together; 11 % slower, session 35) */
+    /* k_lgdn's state barrier, for the state updated in place only (g.S2 NULL; the double-buffered state
+     * needs none): the per-head counters where the whole grid fits at once, else clusters of P (a
+     * head's blocks resident together; 11 % slower, session 35) */
     void (*kern)(lgdn_args) = fold ? (cnt ? k_lgdn<true> : fold->atom == 2 ? k_lgdn<true, 2> : k_lgdn<true, 1>) : k_lgdn<false>;
-    L.hc = hc && g.HV <= LG_MAX_HEADS && lg_grid_fits(kern, g.HV * P, dyn) ? hc : NULL;
+    bool bar = LG_STATE_BAR && !g.S2;
+    L.hc = bar && hc && g.HV <= LG_MAX_HEADS && lg_grid_fits(kern, g.HV * P, dyn) ? hc : NULL;
     cudaLaunchConfig_t cfg;
     cudaLaunchAttribute at[2];
-    ln_config_cl(&cfg, at, g.HV * P, LG_THREADS, LG_STATE_BAR && !L.hc ? P : 1, dyn, st, pdl);
+    ln_config_cl(&cfg, at, g.HV * P, LG_THREADS, bar && !L.hc ? P : 1, dyn, st, pdl);
     cudaLaunchKernelEx(&cfg, kern, L);
     return 1;
 }

@@ -635,7 +635,8 @@ __global__ void __launch_bounds__(PK_THREADS, MINB) k_decode_persist(const __gri
             pk_attn_combine(da, (float *)sm);
         } else {
             gdn_args g = {P.qkv, P.ab, P.ab + P.HV, 0, L.conv, P.ring + (size_t)L.idx * 4 * P.CD,
-                          P.S + (size_t)L.idx * P.HV * P.DK * P.DV, L.dt_bias, L.ssm_a, P.o, P.pos, 1, P.HK, P.HV, P.DV, P.tiled};
+                          P.S + (size_t)L.idx * P.HV * P.DK * P.DV, L.dt_bias, L.ssm_a, P.o, P.pos, 1, P.HK, P.HV, P.DV, P.tiled,
+                          P.S2 ? P.S2 + (size_t)L.idx * P.HV * P.DK * P.DV : NULL};
             pk_gemv_begin(L.out, &ga_s, R); /* out-proj weights stream during the step */
             pk_sync(P, &bar_s);
             if (P.DK == 128) pk_gdn_step_t<128>(g, (float *)sm);
