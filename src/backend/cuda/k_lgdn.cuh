@@ -204,7 +204,10 @@ __device__ __forceinline__ void lg_wait_count(const unsigned *c, unsigned v, uns
     }
 }
 
-template <bool FOLD, int ATOM = 0, bool IN = false>
+/* SBAR: the state barrier's code compiled in (for the state updated in place; lean_gdn launches the
+ * SBAR = false instance for the double-buffered state: in k_lgdn<true> the barrier's code alone
+ * costs 40 bytes of spills under the 64-register cap) */
+template <bool FOLD, int ATOM = 0, bool IN = false, bool SBAR = true>
 __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ lgdn_args L) {
     extern __shared__ __align__(16) unsigned char sm[];
     __shared__ float cv[3 * LG_D];  /* conv + SiLU of this head's q, k, v channels */
@@ -378,7 +381,7 @@ __global__ void __launch_bounds__(LG_THREADS, 2) k_lgdn(const __grid_constant__ 
     }
     /* the state barrier's arrival (counter form, see below) before the wait where the state was loaded
      * before it: the round trip hides in the wait */
-    const bool sbar = LG_STATE_BAR && !g.S2; /* the state updated in place: a barrier (below) */
+    const bool sbar = SBAR && LG_STATE_BAR && !g.S2; /* the state updated in place: a barrier (below) */
     const bool hcb = sbar && !IN && L.hc;
     unsigned hc_target = 0, hc_v = 0;
     if (hcb && (L.pre & 2)) hc_target = lg_arrive_count(s, L.hc + h, P);

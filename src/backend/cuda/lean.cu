@@ -111,15 +111,16 @@ cudaError_t lean_init(size_t smem_cap, int carveout, int pad, int npre, int pair
             occ6 >= 1)
             fz_dyn = dyn;
     }
-    /* k_lgdn: 13 KB static + up to 41 KB dynamic is past the 48 KB default */
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lgdn<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, 512 * 80 + (int)qact_smem_bytes(LG_D));
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lgdn<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, 512 * 80 + LG_FOLD_MAXR * 2 * LG_D + (int)qact_smem_bytes(LG_D));
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lgdn<true, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, 512 * 80 + LG_FOLD_MAXR * 2 * LG_D + (int)qact_smem_bytes(LG_D));
-    if (e == cudaSuccess) e = cudaFuncSetAttribute(k_lgdn<true, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, 512 * 80 + LG_FOLD_MAXR * 2 * LG_D + (int)qact_smem_bytes(LG_D));
-    if (carveout != 0 && e == cudaSuccess) e = cudaFuncSetAttribute(k_lgdn<false>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
-    if (carveout != 0 && e == cudaSuccess) e = cudaFuncSetAttribute(k_lgdn<true>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
-    if (carveout != 0 && e == cudaSuccess) e = cudaFuncSetAttribute(k_lgdn<true, 1>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
-    if (carveout != 0 && e == cudaSuccess) e = cudaFuncSetAttribute(k_lgdn<true, 2>, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+    /* k_lgdn: 13 KB static + up to 41 KB dynamic is past the 48 KB default; each form with the state barrier
+     * (in place) and without (double-buffered state) */
+    {
+        void (*lg[8])(lgdn_args) = {k_lgdn<false>, k_lgdn<true>, k_lgdn<true, 1>, k_lgdn<true, 2>,
+                                    k_lgdn<false, 0, false, false>, k_lgdn<true, 0, false, false>, k_lgdn<true, 1, false, false>, k_lgdn<true, 2, false, false>};
+        for (int i = 0; i < 8 && e == cudaSuccess; i++) {
+            e = cudaFuncSetAttribute(lg[i], cudaFuncAttributeMaxDynamicSharedMemorySize, 512 * 80 + ((i & 3) ? LG_FOLD_MAXR * 2 * LG_D : 0) + (int)qact_smem_bytes(LG_D));
+            if (carveout != 0 && e == cudaSuccess) e = cudaFuncSetAttribute(lg[i], cudaFuncAttributePreferredSharedMemoryCarveout, 100);
+        }
+    }
     if (e != cudaSuccess) return e;
     /* the split-K MoE (k_lmoe_sk.cuh): up to LN_SMEM_LIMIT; a refused attribute leaves it off */
     const void *sk[4] = {(const void *)k_lmoe_sk<GT_Q4_K, false>, (const void *)k_lmoe_sk<GT_Q4_K, true>, (const void *)k_lmoe_sk<GT_Q6_K, false>,
@@ -718,8 +719,12 @@ int lean_gdn(const void *gdn, int dk, const void *out, float *part, unsigned *cn
     /* k_lgdn's state barrier, for the state updated in place only (g.S2 NULL; the double-buffered state
      * needs none): the per-head counters where the whole grid fits at once, else clusters of P (a
      * head's blocks resident together; 11 % slower, session 35) */
-    void (*kern)(lgdn_args) = fold ? (cnt ? k_lgdn<true> : fold->atom == 2 ? k_lgdn<true, 2> : k_lgdn<true, 1>) : k_lgdn<false>;
     bool bar = LG_STATE_BAR && !g.S2;
+    /* (the forms without the barrier's code: compiled in, it costs the fold's form 40 bytes of spills at its
+     * 64-register cap, session 36) */
+    void (*kern)(lgdn_args) = bar ? (fold ? (cnt ? k_lgdn<true> : fold->atom == 2 ? k_lgdn<true, 2> : k_lgdn<true, 1>) : k_lgdn<false>)
+                                  : (fold ? (cnt ? k_lgdn<true, 0, false, false> : fold->atom == 2 ? k_lgdn<true, 2, false, false> : k_lgdn<true, 1, false, false>)
+                                          : k_lgdn<false, 0, false, false>);
     L.hc = bar && hc && g.HV <= LG_MAX_HEADS && lg_grid_fits(kern, g.HV * P, dyn) ? hc : NULL;
     cudaLaunchConfig_t cfg;
     cudaLaunchAttribute at[2];
