@@ -386,6 +386,9 @@ int cmd_bench(int argc, char **argv) {
                 else fprintf(stderr, "lilac bench: %s\n", ll_errmsg());
             }
             cuda_backend_info(be, &ci);
+            fprintf(stderr, "lilac bench: %d decode graphs built, %.2f ms of host time each (%s)\n", ci.graph_builds, ci.graph_build_ms,
+                    getenv("LILAC_CUDA_EAGER_GRAPH") && !atoi(getenv("LILAC_CUDA_EAGER_GRAPH")) ? "at the first decode step, inside its time"
+                                                                                               : "while the first prefill chunk runs");
             mem_peak = ci.mem_peak_bytes;
             memb[0] = ci.mem_weights_bytes; memb[1] = ci.mem_scratch_bytes; memb[2] = ci.mem_seq_peak_bytes;
             memb[3] = ci.host_weight_bytes; memb[4] = mctx;

@@ -1097,6 +1097,38 @@ static void test_gdn_db_snap(const char *preset, int P) {
     qwen_model_free_synthetic(m);
 }
 
+/* The decode graph captured while the first prefill chunk runs (LILAC_CUDA_EAGER_GRAPH, default 1,
+ * session 36): after a prefill and before any decode the sequence has its graph (one built; none with
+ * EAGER_GRAPH=0, whose first decode step builds it), and the decode is the same bits either way (the
+ * capture must not disturb the prefill in flight on the same stream). */
+static void test_eager_graph(const char *preset) {
+    qwen_model *m = NULL;
+    if (qwen_model_synthetic(preset, 21, &m) != LL_OK) { check(0, "synthetic: %s", ll_errmsg()); return; }
+    int V = m->hp.n_vocab, n[2] = {-1, -1}, n2[2] = {-1, -1};
+    int32_t tok[40];
+    rand_tokens(tok, 40, V, 3);
+    for (int k = 0; k < 2; k++) {
+        setenv("LILAC_CUDA_EAGER_GRAPH", k ? "0" : "1", 1);
+        ll_backend *be = mk_backend(m, 16);
+        unsetenv("LILAC_CUDA_EAGER_GRAPH");
+        if (!be) break;
+        ll_seq *s = NULL;
+        cuda_info ci;
+        if (be->v->seq_new(be, 64, &s) == LL_OK && be->v->forward(be, s, tok, 39, LL_LOGITS_NONE, NULL) == LL_OK &&
+            cuda_backend_info(be, &ci) == LL_OK) {
+            n[k] = ci.graph_builds;
+            if (be->v->forward(be, s, tok + 39, 1, LL_LOGITS_NONE, NULL) == LL_OK && cuda_backend_info(be, &ci) == LL_OK) n2[k] = ci.graph_builds;
+        }
+        if (s) be->v->seq_free(be, s);
+        ll_backend_free(be);
+    }
+    check(n[0] == 1 && n2[0] == 1 && n[1] == 0 && n2[1] == 1,
+          "%s: the decode graph is built during the prefill (%d after it, %d after a decode step), at the first decode step with "
+          "EAGER_GRAPH=0 (%d, %d)", preset, n[0], n2[0], n[1], n2[1]);
+    qwen_model_free_synthetic(m);
+    test_switch_same_bits(preset, 300, 8, "LILAC_CUDA_EAGER_GRAPH", "1", "0", "the decode graph captured during the prefill");
+}
+
 /* Several decode steps per graph launch in generate (LILAC_CUDA_GRAPH_STEPS, session 30), and the step's
  * finish / embed kernels as programmatic dependents (LILAC_CUDA_STEP_PDL): the same
  * kernels in the same order, so the same bits in a deterministic run; 8 greedy tokens at 3 steps per
@@ -1150,6 +1182,7 @@ static void tests_graph_steps(void) {
     unsetenv("LILAC_CUDA_KV");
     test_gdn_db_snap("qwen3.6-35b-a3b-L4", 300);
     test_gdn_db_snap("qwen3.6-35b-a3b-L4", 301);
+    test_eager_graph("qwen3.6-35b-a3b-L4");
 }
 
 int main(int argc, char **argv) {

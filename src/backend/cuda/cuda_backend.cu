@@ -250,6 +250,10 @@ struct cu_backend {
     int gemm_glu;                         /* LILAC_CUDA_GLU: MoE gate and up (routed and shared) as one k_gemm2 GM_GLU GEMM */
     int gdn_chunk;                        /* 1 (default): chunked GDN prefill (k_gdn_chunk.cuh);
                                            * LILAC_CUDA_GDN_CHUNK=0: the token-serial k_gdn_step */
+    int eager_graph;                      /* 1 (default): a sequence's decode graph is captured while its first prefill chunk
+                                           * runs on the device (LILAC_CUDA_EAGER_GRAPH=0: at its first decode step) */
+    double graph_s;                       /* host seconds spent capturing + instantiating decode graphs, and how many */
+    int graph_n;
     int gdn_db;                           /* 1 (default): the GDN states double-buffered (k_gdn.cuh gdn_state_copy; +63 MB a
                                            * sequence on the 35B, k_lgdn without its state barrier, session 36);
                                            * LILAC_CUDA_GDN_DB=0: one copy updated in place */
@@ -1904,6 +1908,7 @@ static ll_status ensure_graph(cu_backend *b, cu_seq *s) {
         if (!s->pk && !(s->pk = (pk_params *)ll_calloc(1, sizeof(pk_params)))) return ll_err(LL_ERR_OOM, "cuda: out of host memory");
         LL_TRY(pk_params_write(b, s, 1, NULL, s->pk));
     }
+    double t0 = ll_time_sec();
     cudaGraph_t g;
     CU_TRY(cudaStreamBeginCapture(b->st, cudaStreamCaptureModeThreadLocal));
     if (b->persist) decode_step_persist(b, s, s->pk);
@@ -1913,6 +1918,10 @@ static ll_status ensure_graph(cu_backend *b, cu_seq *s) {
     e = cudaGraphInstantiate(&s->graph, g, 0);
     cudaGraphDestroy(g);
     if (e != cudaSuccess) { s->graph = NULL; return ll_err(LL_ERR_DEVICE, "cuda: instantiating the decode graph: %s", cudaGetErrorString(e)); }
+    /* the exec's upload in stream order (behind a prefill in flight), not inside the first decode step's launch */
+    CU_TRY(cudaGraphUpload(s->graph, b->st));
+    b->graph_s += ll_time_sec() - t0;
+    b->graph_n++;
     return LL_OK;
 }
 
@@ -1971,6 +1980,14 @@ static ll_status cu_forward(ll_backend *be, ll_seq *sq, const int32_t *tokens, i
         CU_TRY(cudaMemcpyAsync(b->d_tokens, b->h_tokens, (size_t)T * 4, cudaMemcpyHostToDevice, b->st));
         prefill_chunk(b, s, T, last);
         LL_TRY(check_launch("prefill"));
+        /* The decode graph (~1 ms of host time to capture and instantiate, session 36) is built while the
+         * sequence's first chunk runs on the device, off the path of its first decoded token. Capture
+         * records the step's launches without running them, and nothing in them depends on the position
+         * (read on the device). */
+        if (c0 == 0 && b->eager_graph) {
+            LL_TRY(ensure_graph(b, s));
+            LL_TRY(ensure_graph_k(b, s));
+        }
         if (mode == LL_LOGITS_ALL) LL_TRY(chunk_all_logits(b, T, logits + (size_t)c0 * V));
         s->pos += T;
     }
@@ -2532,6 +2549,7 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
      * barrier between its blocks' reads of the old state and their write-backs (in place, that barrier cost
      * 1.4 % at 4K on an H200, session 35) */
     b->gdn_db = !(getenv("LILAC_CUDA_GDN_DB") && !atoi(getenv("LILAC_CUDA_GDN_DB")));
+    b->eager_graph = !(getenv("LILAC_CUDA_EAGER_GRAPH") && !atoi(getenv("LILAC_CUDA_EAGER_GRAPH")));
     b->embd_host = !(getenv("LILAC_CUDA_EMBED_DEVICE") && atoi(getenv("LILAC_CUDA_EMBED_DEVICE")));
     /* measured defaults (bench/results/2026-11-30-h200-cuda2): k_qact + k_gemv_q (1 row per warp
      * batch) for the GEMVs, the bulk-copy MoE; the bulk-copy GEMV measured slower (opt-in) */
@@ -2607,6 +2625,8 @@ extern "C" ll_status cuda_backend_info(ll_backend *be, cuda_info *out) {
     out->att_cout = b->att_cout;
     out->moe_pack = b->moe_pack;
     out->gdn_db = b->gdn_db;
+    out->graph_builds = b->graph_n;
+    out->graph_build_ms = b->graph_n ? 1e3 * b->graph_s / b->graph_n : 0;
     out->gdn_in = b->gdn_in;
     out->cout_pk = b->att_cout ? b->cout_pk : 0;
     out->fd_ph = b->att_cout && b->cout_pk == 2 && b->kv_q8 && b->fd_fg != 4 && b->fd_ns && b->fd_fused ? b->fd_ph : 0;
