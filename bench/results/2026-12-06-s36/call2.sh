@@ -22,7 +22,7 @@ for v in "new:lilac:" "new-stag:lilac:LILAC_CUDA_GDN_STAGGER=20000" "db0:lilac:L
   d=$(grep -o 'digest [0-9a-f]*' $W/det_$n.txt | head -1); echo "det $n: $d"
   [ "$n" != nobar-db0 ] && [ "$d" != "digest e37949b3c33931b9" ] && bad=1
 done
-pk
+grep -h "decode graphs" $W/det_new.txt $W/det_eager0.txt; pk
 timeout 60 ./lab/lgdn > $W/lab_lgdn.txt 2>&1; grep -E "OK|FAIL|refused|error" $W/lab_lgdn.txt | cut -c1-60,130-160 | head -4
 V="new:lilac db0:lilac:LILAC_CUDA_GDN_DB=0 nobar:lilac-nobar:LILAC_CUDA_GDN_DB=0 eager0:lilac:LILAC_CUDA_EAGER_GRAPH=0" ROUNDS=3 DET=0 TO=60 OUT=$W bash $R/dev/ab_bench.sh
 mv $W/all.tgz $W/ab.tgz; pk
