@@ -1,6 +1,7 @@
 """Helpers shared by the pytest files that start `lilac serve` processes."""
 import os
 import pathlib
+import signal
 import socket
 import subprocess
 import time
@@ -9,6 +10,7 @@ import httpx
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
+LILAC = os.environ.get("LILAC_BIN", str(ROOT / "build" / "lilac"))
 
 
 def shared():
@@ -56,3 +58,30 @@ def start_serve(lilac, model_dir, tmp, args, tries=3):
             log.close()
             raise RuntimeError("lilac serve did not start")
     raise RuntimeError("lilac serve: no port it could listen on")
+
+
+class Server:
+    """A `lilac serve` process on a free port (start_serve); its output goes to a file so the log can
+    be inspected. args are the serve flags after -m and --port."""
+
+    def __init__(self, model_dir, tmp, *args):
+        self.proc, self.port, self.log, self.log_path = start_serve(LILAC, model_dir, tmp, list(args))
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def stop(self, sig=signal.SIGTERM, timeout=30):
+        """Signals the server (SIGTERM: graceful), kills it after `timeout` s; returns its exit status."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.log.close()
+        return self.proc.returncode
+
+    def rss_kb(self):
+        for line in pathlib.Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+        return 0

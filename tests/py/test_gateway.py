@@ -21,11 +21,9 @@ import pytest
 
 httpx = pytest.importorskip("httpx")
 
-from lilactest import free_port, shared, start_serve  # noqa: E402
+from lilactest import LILAC, Server, free_port, shared  # noqa: E402
 from chatmodel import make_chat_model  # noqa: E402
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-LILAC = os.environ.get("LILAC_BIN", str(ROOT / "build" / "lilac"))
 NO_THINK = {"chat_template_kwargs": {"enable_thinking": False}}
 UPSTREAM_KEY = "sk-upstream-5c1d9e"
 CLIENT_KEY = "sk-gateway-client"
@@ -39,21 +37,11 @@ PH_RE = re.compile(r"\[[A-Z_]+_\d+\]")
 
 
 
-class Serve:
-    def __init__(self, model_dir, tmp, *args):
-        self.proc, self.port, self.log, self.log_path = start_serve(LILAC, model_dir, tmp, ["--ctx", "1024", *args])
-        self.url = f"http://127.0.0.1:{self.port}"
+class Serve(Server):
+    """`lilac serve` with a 1024-token context (the gateway's tests generate little)."""
 
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
-        return self.proc.returncode
+    def __init__(self, model_dir, tmp, *args):
+        super().__init__(model_dir, tmp, "--ctx", "1024", *args)
 
 
 class Proxy:

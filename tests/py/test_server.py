@@ -20,11 +20,10 @@ import pytest
 openai = pytest.importorskip("openai")
 httpx = pytest.importorskip("httpx")
 
-from lilactest import free_port, shared, start_serve  # noqa: E402
+from lilactest import LILAC, Server, shared  # noqa: E402
 from chatmodel import TOOL_CALL, make_chat_model  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-LILAC = os.environ.get("LILAC_BIN", str(ROOT / "build" / "lilac"))
 KEY = "sk-test-0123456789"
 SECRET = "PROMPT-MARKER-7f3a9c"  # must never reach the server log
 CTX = 1024
@@ -34,32 +33,6 @@ TOOLS = [{"type": "function", "function": {
     "name": "get_weather", "description": "Weather of a city",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
 
-
-
-
-class Server:
-    """A `lilac serve` process; stderr goes to a file so the log can be inspected."""
-
-    def __init__(self, model_dir, tmp, *args):
-        self.proc, self.port, self.log, self.log_path = start_serve(LILAC, model_dir, tmp, args)
-        self.url = f"http://127.0.0.1:{self.port}"
-
-    def stop(self, sig=signal.SIGTERM, timeout=30):
-        if self.proc.poll() is None:
-            self.proc.send_signal(sig)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self.log.close()
-        return self.proc.returncode
-
-    def rss_kb(self):
-        for line in pathlib.Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-        return 0
 
 
 @pytest.fixture(scope="session")
