@@ -93,7 +93,7 @@ int ll_api_check_body(const char *body, size_t len, ll_api_error *err) {
 }
 
 /* Parses a JSON object body; on failure a 400 naming the byte offset. */
-static cJSON *parse_object(const char *body, size_t len, ll_api_error *err) {
+cJSON *ll_api_parse_object(const char *body, size_t len, ll_api_error *err) {
     if (ll_api_check_body(body, len, err)) return NULL;
     if (len == 0) {
         ll_api_error_set(err, 400, BAD, "invalid_json", NULL, "empty request body (expected a JSON object)");
@@ -800,7 +800,7 @@ int ll_api_parse(ll_api_kind kind, const char *body, size_t len, const ll_api_li
                  ll_api_error *err) {
     memset(out, 0, sizeof(*out));
     out->kind = kind;
-    out->doc = parse_object(body, len, err);
+    out->doc = ll_api_parse_object(body, len, err);
     if (!out->doc) return -1;
     const cJSON *doc = out->doc;
     int rc = parse_model(doc, lim, out, err);
@@ -814,7 +814,7 @@ int ll_api_parse(ll_api_kind kind, const char *body, size_t len, const ll_api_li
 
 int ll_api_parse_tokenize(const char *body, size_t len, ll_api_tokenize *out, ll_api_error *err) {
     memset(out, 0, sizeof(*out));
-    cJSON *doc = parse_object(body, len, err);
+    cJSON *doc = ll_api_parse_object(body, len, err);
     if (!doc) return -1;
     cJSON *c = field(doc, "content");
     int add_special = 0;
@@ -841,7 +841,7 @@ fail:
 int ll_api_parse_detokenize(const char *body, size_t len, int32_t **ids, int32_t *n, ll_api_error *err) {
     *ids = NULL;
     *n = 0;
-    cJSON *doc = parse_object(body, len, err);
+    cJSON *doc = ll_api_parse_object(body, len, err);
     if (!doc) return -1;
     ll_api_request tmp;
     memset(&tmp, 0, sizeof(tmp));

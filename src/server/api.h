@@ -90,4 +90,8 @@ int ll_api_parse_detokenize(const char *body, size_t len, int32_t **ids, int32_t
  * Returns 0 or -1 with a 400 in *err that gives the byte offset. */
 int ll_api_check_body(const char *body, size_t len, ll_api_error *err);
 
+/* ll_api_check_body, then the body parsed as one JSON object (only whitespace after it).
+ * Returns the document (the caller deletes it) or NULL with a 400 in *err naming the byte offset. */
+cJSON *ll_api_parse_object(const char *body, size_t len, ll_api_error *err);
+
 #endif

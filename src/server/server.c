@@ -749,13 +749,8 @@ static int audit_write(ll_server *s, const ll_strbuf *line) {
 static enum MHD_Result handle_privacy_scan(reqctx *c, struct MHD_Connection *conn) {
     ll_api_error e;
     const char *body = c->body.data ? c->body.data : "";
-    if (ll_api_check_body(body, c->body.len, &e)) return send_error(c, conn, &e);
-    cJSON *doc = cJSON_ParseWithLength(body, c->body.len);
-    if (!cJSON_IsObject(doc)) {
-        cJSON_Delete(doc);
-        ll_api_error_set(&e, 400, "invalid_request_error", NULL, NULL, "the body must be a JSON object");
-        return send_error(c, conn, &e);
-    }
+    cJSON *doc = ll_api_parse_object(body, c->body.len, &e);
+    if (!doc) return send_error(c, conn, &e);
     ll_gw_scan sc;
     cJSON *text = cJSON_GetObjectItemCaseSensitive(doc, "text");
     int rc = text ? ll_gw_scan_text(text, &c->srv->policy, c->srv->pm, &sc, &e)
@@ -979,13 +974,8 @@ static enum MHD_Result handle_gateway(reqctx *c, struct MHD_Connection *conn) {
     ll_server *s = c->srv;
     ll_api_error e;
     const char *body = c->body.data ? c->body.data : "";
-    if (ll_api_check_body(body, c->body.len, &e)) return send_error(c, conn, &e);
-    cJSON *doc = cJSON_ParseWithLength(body, c->body.len);
-    if (!cJSON_IsObject(doc)) {
-        cJSON_Delete(doc);
-        ll_api_error_set(&e, 400, "invalid_request_error", NULL, NULL, "the body must be a JSON object");
-        return send_error(c, conn, &e);
-    }
+    cJSON *doc = ll_api_parse_object(body, c->body.len, &e);
+    if (!doc) return send_error(c, conn, &e);
     int choice;
     ll_gw_scan sc = {0};
     int legacy = c->route == R_COMPLETIONS;

@@ -265,6 +265,13 @@ def test_scan_endpoint(env):
     for bad in (b"[1]", b"{\"text\": 5}", b"{}", b"{\"messages\": 3}", b"\xff"):
         r = httpx.post(gw.url + "/v1/privacy/scan", content=bad, headers=h)
         assert r.status_code == 400 and "error" in r.json()
+    # broken JSON is named with its byte offset, on the scan and on the gateway's own path
+    for path in ("/v1/privacy/scan", "/v1/chat/completions"):
+        for bad, off in ((b'{"text": "a",}', 13), (b'{"text": "a"} x', 14)):
+            r = httpx.post(gw.url + path, content=bad, headers=h)
+            err = r.json()["error"]
+            assert r.status_code == 400 and err["code"] == "invalid_json", (path, r.text)
+            assert f"byte offset {off}" in err["message"], (path, err)
     assert httpx.post(gw.url + "/v1/privacy/scan", json={"text": "x"}).status_code == 401
 
 
