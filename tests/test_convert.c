@@ -16,6 +16,7 @@
  *    seed, seeds differ, and the real Qwen3 tokenizer sets the vocabulary.
  */
 #include "testutil.h"
+#include "tu_logits.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -33,19 +34,6 @@
 #include "tokenizer/tokenizer.h"
 
 /* ---------------------------------------------------------------- helpers */
-
-static float *run_logits(const qwen_model *m, const int32_t *tok, int32_t T) {
-    ll_backend_params bp = {.n_threads = 2};
-    ll_backend *be;
-    ll_seq *s;
-    if (cpu_backend_new(m, &bp, &be) != LL_OK) fail_msg("%s", ll_errmsg());
-    assert_int_equal(be->v->seq_new(be, T, &s), LL_OK);
-    float *lg = malloc(sizeof(float) * (size_t)T * (size_t)m->hp.n_vocab);
-    assert_int_equal(be->v->forward(be, s, tok, T, LL_LOGITS_ALL, lg), LL_OK);
-    be->v->seq_free(be, s);
-    ll_backend_free(be);
-    return lg;
-}
 
 typedef struct golden {
     st_file f;
@@ -66,32 +54,6 @@ static void golden_open(golden *g, const char *fixture) {
     g->logits = l->data;
     g->T = (int32_t)t->shape[0];
     g->V = (int32_t)l->shape[1];
-}
-
-static void softmax_d(const float *x, double *p, int64_t n) {
-    double mx = -INFINITY, sum = 0;
-    for (int64_t i = 0; i < n; i++) mx = fmax(mx, x[i]);
-    for (int64_t i = 0; i < n; i++) sum += (p[i] = exp(x[i] - mx));
-    for (int64_t i = 0; i < n; i++) p[i] /= sum;
-}
-
-/* top-1 agreement and mean KL(ref || x) over T rows of V logits. */
-static void compare(const float *ref, const float *x, int32_t T, int32_t V, double *top1, double *mkl) {
-    double *p = malloc(sizeof(double) * (size_t)V), *q = malloc(sizeof(double) * (size_t)V), kl = 0;
-    int agree = 0;
-    for (int32_t t = 0; t < T; t++) {
-        const float *a = ref + (int64_t)t * V, *b = x + (int64_t)t * V;
-        int32_t ia = 0, ib = 0;
-        for (int32_t v = 1; v < V; v++) { if (a[v] > a[ia]) ia = v; if (b[v] > b[ib]) ib = v; }
-        agree += ia == ib;
-        softmax_d(a, p, V);
-        softmax_d(b, q, V);
-        for (int32_t v = 0; v < V; v++) if (p[v] > 0) kl += p[v] * (log(p[v]) - log(fmax(q[v], 1e-300)));
-    }
-    *top1 = (double)agree / T;
-    *mkl = kl / T;
-    free(p);
-    free(q);
 }
 
 static int exists(const char *p) {
@@ -133,7 +95,7 @@ static void test_convert_bf16_golden(void **st) {
     assert_string_equal(m->format_name, "gguf");
     assert_int_equal(m->hp.gdn_v_tiled, 1);
     assert_int_equal(m->hp.n_vocab, g.V);
-    float *lg = run_logits(m, g.tok, g.T);
+    float *lg = tu_run_logits(m, g.tok, g.T);
     double mx = 0;
     for (int64_t i = 0; i < (int64_t)g.T * g.V; i++) mx = fmax(mx, fabs((double)lg[i] - g.logits[i]));
     print_message("small → bf16 GGUF: max |logit - golden| = %.3g\n", mx);
@@ -201,9 +163,9 @@ static void test_convert_quantized_quality(void **st) {
         convert_ok(tu_shared_path("fixtures/small"), out, qcases[c].type);
         qwen_model *m;
         if (qwen_model_load(out, &m) != LL_OK) fail_msg("%s", ll_errmsg());
-        float *lg = run_logits(m, g.tok, g.T);
+        float *lg = tu_run_logits(m, g.tok, g.T);
         double top1;
-        compare(g.logits, lg, g.T, g.V, &top1, &kl[c]);
+        tu_compare_logits(g.logits, lg, g.T, g.V, &top1, &kl[c]);
         print_message("small → %-6s %7.3f MiB weights  top-1 %.4f  mean KL %.5f\n", convert_type_name(qcases[c].type),
                       m->weight_bytes / 1048576.0, top1, kl[c]);
         free(lg);
@@ -563,7 +525,7 @@ static const int32_t k_prompt[] = {1, 5, 9, 77, 100, 3, 250, 17, 42, 99, 128, 64
 static float *synth_logits(const char *out, int *n_distinct_argmax, int32_t *V) {
     qwen_model *m;
     if (qwen_model_load(out, &m) != LL_OK) fail_msg("%s: %s", out, ll_errmsg());
-    float *lg = run_logits(m, k_prompt, NP);
+    float *lg = tu_run_logits(m, k_prompt, NP);
     *V = m->hp.n_vocab;
     int32_t am[NP];
     int nd = 0;
@@ -722,7 +684,7 @@ static void test_mlx_fixture(void **st) {
     qwen_model *m;
     if (qwen_model_load(dir, &m) != LL_OK) fail_msg("%s", ll_errmsg());
     assert_string_equal(m->format_name, "mlx");
-    float *lg = run_logits(m, g.tok, g.T);
+    float *lg = tu_run_logits(m, g.tok, g.T);
     double mx = 0;
     for (int64_t i = 0; i < (int64_t)g.T * g.V; i++) mx = fmax(mx, fabs((double)lg[i] - g.logits[i]));
     print_message("small-mlx4: max |logit - golden| = %.3g\n", mx);
@@ -733,7 +695,7 @@ static void test_mlx_fixture(void **st) {
     path(out, sizeof(out), g_tmp, "mlx-f32.gguf");
     convert_ok(dir, out, CONVERT_F32);
     if (qwen_model_load(out, &m) != LL_OK) fail_msg("%s", ll_errmsg());
-    lg = run_logits(m, g.tok, g.T);
+    lg = tu_run_logits(m, g.tok, g.T);
     mx = 0;
     for (int64_t i = 0; i < (int64_t)g.T * g.V; i++) mx = fmax(mx, fabs((double)lg[i] - g.logits[i]));
     print_message("small-mlx4 → f32 GGUF: max |logit - golden| = %.3g\n", mx);

@@ -8,6 +8,7 @@
  * the test was written; a broken block format or dot product fails them by orders of magnitude.
  */
 #include "testutil.h"
+#include "tu_logits.h"
 
 #include <math.h>
 
@@ -18,26 +19,6 @@ typedef struct {
     ll_type type;
     double min_top1, max_kl;
 } qcase;
-
-static float *run_logits(const qwen_model *m, const int32_t *tok, int32_t T) {
-    ll_backend_params bp = {.n_threads = 2};
-    ll_backend *be;
-    ll_seq *s;
-    if (cpu_backend_new(m, &bp, &be) != LL_OK) fail_msg("%s", ll_errmsg());
-    assert_int_equal(be->v->seq_new(be, T, &s), LL_OK);
-    float *lg = malloc(sizeof(float) * (size_t)T * (size_t)m->hp.n_vocab);
-    assert_int_equal(be->v->forward(be, s, tok, T, LL_LOGITS_ALL, lg), LL_OK);
-    be->v->seq_free(be, s);
-    ll_backend_free(be);
-    return lg;
-}
-
-static void softmax_d(const float *x, double *p, int64_t n) {
-    double mx = -INFINITY, sum = 0;
-    for (int64_t i = 0; i < n; i++) mx = fmax(mx, x[i]);
-    for (int64_t i = 0; i < n; i++) sum += (p[i] = exp(x[i] - mx));
-    for (int64_t i = 0; i < n; i++) p[i] /= sum;
-}
 
 static const qcase cases[] = {
     /* tiny is F32: BF16/F16 are real conversions there (its 128-wide rows rule out K-quants) */
@@ -51,7 +32,6 @@ static const qcase cases[] = {
 static void test_quantized_quality(void **st) {
     (void)st;
     double kl_of[LL_TYPE_COUNT_] = {0};
-    double *p = NULL, *q = NULL;
     qwen_model *m = NULL;
     float *ref = NULL;
     const char *loaded = "";
@@ -60,33 +40,21 @@ static void test_quantized_quality(void **st) {
     for (size_t c = 0; c < LL_ARRAY_LEN(cases); c++) {
         if (strcmp(loaded, cases[c].fixture)) { /* load the fixture and its unquantized logits */
             qwen_model_free(m);
-            free(ref); free(p); free(q);
+            free(ref);
             char rel[64];
             snprintf(rel, sizeof(rel), "fixtures/%s", cases[c].fixture);
             if (qwen_model_load(tu_shared_path(rel), &m) != LL_OK) fail_msg("%s", ll_errmsg());
             loaded = cases[c].fixture;
             uint32_t x = 12345; /* a fixed pseudo-random prompt */
             for (int32_t i = 0; i < T; i++) { x = x * 1664525u + 1013904223u; tok[i] = (int32_t)((x >> 8) % (uint32_t)(m->hp.n_vocab - 16)); }
-            ref = run_logits(m, tok, T);
-            p = malloc(sizeof(double) * (size_t)m->hp.n_vocab);
-            q = malloc(sizeof(double) * (size_t)m->hp.n_vocab);
+            ref = tu_run_logits(m, tok, T);
         }
         const int32_t V = m->hp.n_vocab;
         qwen_model *mq;
         if (qwen_model_requantize(m, cases[c].type, &mq) != LL_OK) fail_msg("%s", ll_errmsg());
-        float *lg = run_logits(mq, tok, T);
-        int agree = 0;
-        double kl = 0;
-        for (int32_t t = 0; t < T; t++) {
-            const float *a = ref + (int64_t)t * V, *b = lg + (int64_t)t * V;
-            int32_t ia = 0, ib = 0;
-            for (int32_t v = 1; v < V; v++) { if (a[v] > a[ia]) ia = v; if (b[v] > b[ib]) ib = v; }
-            agree += ia == ib;
-            softmax_d(a, p, V);
-            softmax_d(b, q, V);
-            for (int32_t v = 0; v < V; v++) if (p[v] > 0) kl += p[v] * (log(p[v]) - log(fmax(q[v], 1e-300)));
-        }
-        double top1 = (double)agree / T, mkl = kl / T;
+        float *lg = tu_run_logits(mq, tok, T);
+        double top1, mkl;
+        tu_compare_logits(ref, lg, T, V, &top1, &mkl);
         if (!strcmp(loaded, "small")) kl_of[cases[c].type] = mkl;
         print_message("%-5s %-5s %5.2f MiB weights  top-1 agreement %.4f  mean KL %.5f\n", loaded,
                       quant_type_name(cases[c].type), (double)mq->weight_bytes / (1 << 20), top1, mkl);
@@ -102,7 +70,7 @@ static void test_quantized_quality(void **st) {
     assert_true(kl_of[LL_TYPE_Q6_K] < kl_of[LL_TYPE_Q5_K]);
     assert_true(kl_of[LL_TYPE_Q5_K] < kl_of[LL_TYPE_Q4_K]);
     assert_true(kl_of[LL_TYPE_Q4_K] < kl_of[LL_TYPE_Q4_0]);
-    free(p); free(q); free(ref);
+    free(ref);
     qwen_model_free(m);
 }
 
