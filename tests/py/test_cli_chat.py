@@ -9,15 +9,7 @@ import subprocess
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-LILAC = os.environ.get("LILAC_BIN", os.path.join(ROOT, "build", "lilac"))
-
-
-def shared():
-    for d in (os.environ.get("LILAC_SHARED"), os.path.join(ROOT, "..", "shared"), "/work/shared"):
-        if d and os.path.isdir(d):
-            return d
-    pytest.skip("shared/ fixtures not found (set LILAC_SHARED)")
+from lilactest import LILAC, ROOT, shared  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -20,20 +20,12 @@ gguf = pytest.importorskip("gguf")
 from gguf import GGMLQuantizationType as QT  # noqa: E402
 from safetensors.numpy import load_file  # noqa: E402
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-LILAC = os.environ.get("LILAC_BIN", str(ROOT / "build" / "lilac"))
+from lilactest import LILAC, ROOT, shared  # noqa: E402
 if not os.path.isabs(LILAC):
     LILAC = str(ROOT / LILAC)
 TOOL = os.environ.get("LILAC_QUANT_TOOL") or str(ROOT / "build" / "tests" / "tools" / "quant_tool")
 if not os.path.isabs(TOOL):
     TOOL = str(ROOT / TOOL)
-
-
-def shared():
-    for c in (os.environ.get("LILAC_SHARED"), ROOT.parent / "shared", "/work/shared"):
-        if c and pathlib.Path(c, "fixtures").is_dir():
-            return pathlib.Path(c)
-    pytest.skip("shared/ fixtures not found")
 
 
 def lilac(*args, check=True):

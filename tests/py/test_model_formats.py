@@ -15,15 +15,7 @@ import pytest
 gguf = pytest.importorskip("gguf")
 from safetensors.numpy import load_file  # noqa: E402
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-LILAC = os.environ.get("LILAC_BIN", str(ROOT / "build" / "lilac"))
-
-
-def shared():
-    for c in (os.environ.get("LILAC_SHARED"), ROOT.parent / "shared", "/work/shared"):
-        if c and pathlib.Path(c, "fixtures").is_dir():
-            return pathlib.Path(c)
-    pytest.skip("shared/ fixtures not found")
+from lilactest import LILAC, ROOT, shared  # noqa: E402
 
 
 def info(path):
