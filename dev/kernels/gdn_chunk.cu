@@ -103,6 +103,27 @@ static void case_free(gdn_case &c) {
     cudaFree(c.d_ring); cudaFree(c.d_cw); cudaFree(c.d_pos); cudaFree(c.ws.W); cudaFree(c.ws.U); cudaFree(c.ws.P);
 }
 
+/* the chunked path's scan: 0 the fp32 k_gdn_chunk_scan, 1.. k_gdn_chunk_scan_tc (3xTF32 tensor cores) with the
+ * flags g_tcf[g_tc] */
+static const int g_tcf[] = {0, 0, GTC_PS, GTC_PS | GTC_SA, GTC_SA};
+static const char *g_tcn[] = {"chunked     ", "chunked tc  ", "tc ps       ", "tc ps+sa    ", "tc sa       "};
+#define GTC_N 5
+static int g_tc;
+template <int DK, int F> static void tc_attr() {
+    CK(cudaFuncSetAttribute(k_gdn_chunk_scan_tc<DK, F>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_scan_tc_smem_bytes<DK, F>()));
+}
+template <int DK, int F> static void tc_launch(const gdn_chunk_args &ca, int HV, int DV) {
+    k_gdn_chunk_scan_tc<DK, F><<<dim3(HV, DV / 32), 256, gdn_scan_tc_smem_bytes<DK, F>()>>>(ca);
+}
+template <int DK> static void tc_launch_v(int v, const gdn_chunk_args &ca, int HV, int DV) {
+    switch (g_tcf[v]) {
+    case 0: tc_launch<DK, 0>(ca, HV, DV); break;
+    case GTC_PS: tc_launch<DK, GTC_PS>(ca, HV, DV); break;
+    case GTC_PS | GTC_SA: tc_launch<DK, GTC_PS | GTC_SA>(ca, HV, DV); break;
+    case GTC_SA: tc_launch<DK, GTC_SA>(ca, HV, DV); break;
+    }
+}
+
 /* one call of n tokens from t0 (state in d_S, output rows t0.. of d_o): chunked or token-serial */
 template <int DK> static void launch(gdn_case &c, bool chunked, int t0, int n) {
     const float *q0 = c.d_qkv + (size_t)t0 * c.CD, *b0 = c.d_b + (size_t)t0 * c.HV, *a0 = c.d_a + (size_t)t0 * c.HV;
@@ -117,7 +138,8 @@ template <int DK> static void launch(gdn_case &c, bool chunked, int t0, int n) {
         ws.fq = ws.P + (size_t)c.HV * nch * GDN_CC * GDN_CC; ws.fk = ws.fq + (size_t)c.HV * n; ws.lam = ws.fk + (size_t)c.HV * n;
         gdn_chunk_args ca = {q0, b0, a0, c.HV, c.d_dtb, c.d_sa, c.d_S, o0, ws, n, c.HK, c.HV, c.DV, c.tiled};
         k_gdn_chunk_prep<DK><<<dim3(nch, c.HV), 256, gdn_prep_smem_bytes<DK>()>>>(ca);
-        k_gdn_chunk_scan<DK, 32><<<dim3(c.HV, c.DV / 32), 256, gdn_scan_smem_bytes<DK, 32>()>>>(ca);
+        if (g_tc) tc_launch_v<DK>(g_tc, ca, c.HV, c.DV);
+        else k_gdn_chunk_scan<DK, 32><<<dim3(c.HV, c.DV / 32), 256, gdn_scan_smem_bytes<DK, 32>()>>>(ca);
     }
 }
 
@@ -155,17 +177,23 @@ static void run_case(const char *name, int T, int HK, int HV, int call, int tile
     case_init(c, T, HK, HV, DK, tiled, corr, glog);
     std::vector<double> S((size_t)HV * DK * DK, 0.0), oref((size_t)T * HV * DK);
     host_gdn(T, HK, HV, DK, DK, tiled, c.qkv.data(), c.b.data(), c.a.data(), c.dtb.data(), c.sa.data(), S, oref.data());
-    errs es = run_kernel<DK>(c, false, call, oref, S), ec = run_kernel<DK>(c, true, call, oref, S);
-    int pass = es.o_rel < 1e-5 && ec.o_rel < 1e-5 && ec.s_rel < 1e-5;
-    double worst = 0;
-    for (int k = 0; k < 4; k++) worst = std::max(worst, ec.cls[k] / es.cls[k]);
-    pass &= worst <= 6.0;
+    errs es = run_kernel<DK>(c, false, call, oref, S);
     printf("%-40s token-serial: o %.2e (max %.1e) S %.2e  classes %.1e %.1e %.1e %.1e\n", name, es.o_rel, es.o_max, es.s_rel,
            es.cls[0], es.cls[1], es.cls[2], es.cls[3]);
-    printf("%-40s chunked     : o %.2e (max %.1e) S %.2e  classes %.1e %.1e %.1e %.1e  worst class / serial %.1f  %s\n", "",
-           ec.o_rel, ec.o_max, ec.s_rel, ec.cls[0], ec.cls[1], ec.cls[2], ec.cls[3], worst, pass ? "PASS" : "FAIL");
-    g_cases++;
-    g_pass += pass;
+    for (int tc = 0; tc < GTC_N; tc++) { /* the fp32 scan, then the tensor-core scans: each a case of its own */
+        g_tc = tc;
+        errs ec = run_kernel<DK>(c, true, call, oref, S);
+        int pass = es.o_rel < 1e-5 && ec.o_rel < 1e-5 && ec.s_rel < 1e-5;
+        double worst = 0;
+        for (int k = 0; k < 4; k++) worst = std::max(worst, ec.cls[k] / es.cls[k]);
+        pass &= worst <= 6.0;
+        printf("%-40s %s: o %.2e (max %.1e) S %.2e  classes %.1e %.1e %.1e %.1e  worst class / serial %.1f  %s\n", "",
+               g_tcn[tc], ec.o_rel, ec.o_max, ec.s_rel, ec.cls[0], ec.cls[1], ec.cls[2], ec.cls[3], worst,
+               pass ? "PASS" : "FAIL");
+        g_cases++;
+        g_pass += pass;
+    }
+    g_tc = 0;
     case_free(c);
 }
 
@@ -177,7 +205,25 @@ static void run_time() {
     CK(cudaMemset(c.d_S, 0, (size_t)32 * 128 * 128 * 4));
     float ts = lab_time_ms([&](int) { launch<128>(c, false, 0, 4096); }, 10);
     float tc = lab_time_ms([&](int) { launch<128>(c, true, 0, 4096); }, 10);
-    printf("35B shapes T=4096, one layer: token-serial %.3f ms, chunked (prep + scan) %.3f ms\n", ts, tc);
+    g_tc = 3;
+    float tt = lab_time_ms([&](int) { launch<128>(c, true, 0, 4096); }, 10);
+    g_tc = 0;
+    /* the scans alone (prep's workspace from the runs above) */
+    int nch = 4096 / GDN_CC;
+    gdn_chunk_args ca = {c.d_qkv, c.d_b, c.d_a, c.HV, c.d_dtb, c.d_sa, c.d_S, c.d_o, c.ws, 4096, c.HK, c.HV, c.DV, c.tiled};
+    ca.ws.fq = ca.ws.P + (size_t)c.HV * nch * GDN_CC * GDN_CC; ca.ws.fk = ca.ws.fq + (size_t)c.HV * 4096; ca.ws.lam = ca.ws.fk + (size_t)c.HV * 4096;
+    float s32 = lab_time_ms([&](int) { k_gdn_chunk_scan<128, 32><<<dim3(c.HV, c.DV / 32), 256, gdn_scan_smem_bytes<128, 32>()>>>(ca); }, 10);
+    printf("35B shapes T=4096, one layer: token-serial %.3f ms, chunked (prep + scan) %.3f ms, with the tc ps+sa scan %.3f ms\n", ts, tc, tt);
+    printf("35B shapes T=4096, one layer, scan alone: fp32 %.3f ms\n", s32);
+    for (int v = 1; v < GTC_N; v++) {
+        float st = lab_time_ms([&](int) { tc_launch_v<128>(v, ca, c.HV, c.DV); }, 10);
+        printf("    %s %.3f ms (%.2fx)\n", g_tcn[v], st, s32 / st);
+    }
+    /* diagnostics (wrong results; each case resets the state): one TF32 product, no fetch */
+    float d1 = lab_time_ms([&](int) { tc_launch<128, GTC_PS | GTC_SA | GTC_D1>(ca, c.HV, c.DV); }, 10);
+    float df = lab_time_ms([&](int) { tc_launch<128, GTC_PS | GTC_SA | GTC_DF>(ca, c.HV, c.DV); }, 10);
+    float d2 = lab_time_ms([&](int) { tc_launch<128, GTC_PS | GTC_SA | GTC_D1 | GTC_DF>(ca, c.HV, c.DV); }, 10);
+    printf("    diag ps+sa: 1xTF32 %.3f ms, no fetch %.3f ms, both %.3f ms\n", d1, df, d2);
     case_free(c);
 }
 
@@ -188,6 +234,11 @@ int main() {
     CK(cudaFuncSetAttribute(k_gdn_chunk_scan<32, 32>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_scan_smem_bytes<32, 32>()));
     CK(cudaFuncSetAttribute(k_gdn_chunk_scan<64, 32>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_scan_smem_bytes<64, 32>()));
     CK(cudaFuncSetAttribute(k_gdn_chunk_scan<128, 32>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_scan_smem_bytes<128, 32>()));
+    tc_attr<32, 0>(); tc_attr<64, 0>(); tc_attr<128, 0>();
+    tc_attr<32, GTC_PS>(); tc_attr<64, GTC_PS>(); tc_attr<128, GTC_PS>();
+    tc_attr<32, GTC_PS | GTC_SA>(); tc_attr<64, GTC_PS | GTC_SA>(); tc_attr<128, GTC_PS | GTC_SA>();
+    tc_attr<32, GTC_SA>(); tc_attr<64, GTC_SA>(); tc_attr<128, GTC_SA>();
+    tc_attr<128, GTC_PS | GTC_SA | GTC_D1>(); tc_attr<128, GTC_PS | GTC_SA | GTC_DF>(); tc_attr<128, GTC_PS | GTC_SA | GTC_D1 | GTC_DF>();
     const float spread[4] = {-1e-3f, -0.1f, -3.0f, -20.0f}, slow[4] = {-1e-4f, -1e-3f, -1e-2f, -0.05f};
     printf("relative L2 error vs the fp64 recurrence (o over all tokens, S at the end; classes: o of heads h %% 4 = 0..3)\n");
     run_case<32>("tiny DK32 T150 calls of 64, spread decay", 150, 2, 4, 64, 1, 0.0f, spread);

@@ -412,6 +412,34 @@ static void test_att_cout_active(const char *preset) {
     qwen_model_free_synthetic(m);
 }
 
+#ifdef HAVE_CPU_BACKEND
+static void test_vs_cpu(const char *preset, int n, int chunk, int greedy);
+#endif
+
+/* The chunked GDN prefill scan on tensor cores (LILAC_CUDA_GDN_SCAN=tc, k_gdn_chunk_scan_tc, 3xTF32; session
+ * 38): on where asked and only for the chunked prefill (so that the switch tests compare two scans), then
+ * the prefill + decode of the L4 35B against the fp32 scan (another summation order: routing may flip at
+ * near-ties, so the greedy tokens are reported and the rows' argmax and KL asserted), and the tiny model
+ * and L4 against the fp32 reference model through test_vs_cpu, prompts over several 64-token chunks.
+ * Alone: `gpu_test --scan`. */
+static void tests_gdn_scan_tc(void) {
+    qwen_model *m = NULL;
+    if (qwen_model_synthetic("qwen3.6-35b-a3b-L4", 21, &m) != LL_OK) { check(0, "synthetic: %s", ll_errmsg()); return; }
+    long on[3];
+    INFO_UNDER(m, gdn_scan_tc, on, "GDN_SCAN=tc", "GDN_SCAN=fp32", "GDN_SCAN=tc,GDN_CHUNK=0");
+    check(on[0] == 1 && on[1] == 0 && on[2] == 0, "L4: LILAC_CUDA_GDN_SCAN=tc is on (%ld), off for fp32 (%ld) and off for the token-serial prefill (%ld)",
+          on[0], on[1], on[2]);
+    qwen_model_free_synthetic(m);
+    test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_GDN_SCAN", "tc", "fp32", "the tensor-core GDN scan", 0);
+    test_switch_equal("qwen3.6-35b-a3b-L4", 301, 12, "LILAC_CUDA_GDN_SCAN", "tc", "fp32", "the tensor-core GDN scan, odd prompt", 0);
+#ifdef HAVE_CPU_BACKEND
+    setenv("LILAC_CUDA_GDN_SCAN", "tc", 1);
+    test_vs_cpu("tiny", 300, 64, 64);
+    test_vs_cpu("qwen3.6-35b-a3b-L4", 40, 16, 16);
+    unsetenv("LILAC_CUDA_GDN_SCAN");
+#endif
+}
+
 /* lean_attn_cl_launches() through a backend of the preset (cuda_info), and its cout_pk (may be NULL) */
 static long cout_cl_launches(const char *preset, int *pk) {
     qwen_model *m = NULL;
@@ -1201,6 +1229,11 @@ int main(int argc, char **argv) {
         printf("# %d tests, %d failed\n", g_n, g_fail);
         return g_fail ? 1 : 0;
     }
+    if (argc > 1 && !strcmp(argv[1], "--scan")) {
+        tests_gdn_scan_tc();
+        printf("# %d tests, %d failed\n", g_n, g_fail);
+        return g_fail ? 1 : 0;
+    }
     if (argc > 1 && !strcmp(argv[1], "--steps")) {
         tests_graph_steps();
         printf("# %d tests, %d failed\n", g_n, g_fail);
@@ -1256,6 +1289,7 @@ int main(int argc, char **argv) {
     unsetenv("LILAC_CUDA_KV");
     tests_moe_pack();
     tests_gdn_in();
+    tests_gdn_scan_tc();
     if (!getenv("GPU_TEST_NO_STEPS")) tests_graph_steps();
     /* 1200 positions: 33 splits of 4-head blocks vs 66 of 8-head blocks, every split non-empty */
     test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_FD_FG", "4", "8", "4-head flash-decoding blocks", 1);

@@ -250,6 +250,9 @@ struct cu_backend {
     int gemm_glu;                         /* LILAC_CUDA_GLU: MoE gate and up (routed and shared) as one k_gemm2 GM_GLU GEMM */
     int gdn_chunk;                        /* 1 (default): chunked GDN prefill (k_gdn_chunk.cuh);
                                            * LILAC_CUDA_GDN_CHUNK=0: the token-serial k_gdn_step */
+    int gdn_scan_tc;                      /* LILAC_CUDA_GDN_SCAN=tc: the chunked scan on tensor cores in 3xTF32
+                                           * (k_gdn_chunk_scan_tc, session 38: 1.42x the fp32 scan in the lab on an
+                                           * H100, errors vs fp64 within 1.0-1.7x of it); opt-in until measured in the engine */
     int eager_graph;                      /* 1 (default): a sequence's decode graph is captured while its first prefill chunk
                                            * runs on the device (LILAC_CUDA_EAGER_GRAPH=0: at its first decode step) */
     double graph_s;                       /* host seconds spent capturing + instantiating decode graphs, and how many */
@@ -1429,7 +1432,12 @@ static void prefill_chunk(cu_backend *b, cu_seq *s, int T, int want_last_logits)
                 /* 2 C^2 (DK + DV) for A, P, the solve; per chunk row, 2 (3 DK + C) DV for Vn, O, S */
                 prof_end(b, "p.gdn.chunk_prep", 0, 2.0 * T * HV * GDN_CC * (1.5 * DK + 0.5 * (DK + DV)));
                 prof_begin(b);
-                if (DK == 128) k_gdn_chunk_scan<128, 32><<<gs, 256, gdn_scan_smem_bytes<128, 32>(), b->st>>>(ca);
+                if (b->gdn_scan_tc) {
+                    constexpr int F = GTC_PS | GTC_SA;
+                    if (DK == 128) k_gdn_chunk_scan_tc<128, F><<<gs, 256, gdn_scan_tc_smem_bytes<128, F>(), b->st>>>(ca);
+                    else if (DK == 64) k_gdn_chunk_scan_tc<64, F><<<gs, 256, gdn_scan_tc_smem_bytes<64, F>(), b->st>>>(ca);
+                    else k_gdn_chunk_scan_tc<32, F><<<gs, 256, gdn_scan_tc_smem_bytes<32, F>(), b->st>>>(ca);
+                } else if (DK == 128) k_gdn_chunk_scan<128, 32><<<gs, 256, gdn_scan_smem_bytes<128, 32>(), b->st>>>(ca);
                 else if (DK == 64) k_gdn_chunk_scan<64, 32><<<gs, 256, gdn_scan_smem_bytes<64, 32>(), b->st>>>(ca);
                 else k_gdn_chunk_scan<32, 32><<<gs, 256, gdn_scan_smem_bytes<32, 32>(), b->st>>>(ca);
                 prof_end(b, "p.gdn.chunk_scan", 0, 2.0 * T * HV * DV * (3.0 * DK + GDN_CC));
@@ -2222,6 +2230,12 @@ static ll_status cu_init(cu_backend *b) {
     CU_TRY(cudaFuncSetAttribute(k_gdn_chunk_scan<128, 32>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_scan_smem_bytes<128, 32>()));
     CU_TRY(cudaFuncSetAttribute(k_gdn_chunk_scan<64, 32>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_scan_smem_bytes<64, 32>()));
     CU_TRY(cudaFuncSetAttribute(k_gdn_chunk_scan<32, 32>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_scan_smem_bytes<32, 32>()));
+    {
+        constexpr int F = GTC_PS | GTC_SA;
+        CU_TRY(cudaFuncSetAttribute(k_gdn_chunk_scan_tc<128, F>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_scan_tc_smem_bytes<128, F>()));
+        CU_TRY(cudaFuncSetAttribute(k_gdn_chunk_scan_tc<64, F>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_scan_tc_smem_bytes<64, F>()));
+        CU_TRY(cudaFuncSetAttribute(k_gdn_chunk_scan_tc<32, F>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_scan_tc_smem_bytes<32, F>()));
+    }
     CU_TRY(cudaFuncSetAttribute(k_gemv_tma<GT_Q4_K>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
     CU_TRY(cudaFuncSetAttribute(k_gemv_tma<GT_Q6_K>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
     CU_TRY(cudaFuncSetAttribute(k_moe_gateup_tma<GT_Q4_K>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
@@ -2541,10 +2555,10 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
      * deterministic, without 64-bit atomics, for 268 MB more scratch at a 4096-token chunk */
     b->gdn_prep_mb = getenv("LILAC_CUDA_GDN_PREP_MB") && atoi(getenv("LILAC_CUDA_GDN_PREP_MB")) == 1 ? 1 : 2;
     /* the chunked GDN scan is 1.6x faster on a 4K chunk (70.7 -> 44.9 ms) and matches the fp64
-     * recurrence in the lab (7e-7), but with it `make test-gpu` tests 1 and 9 (tiny fixture vs HF,
-     * L4 GPU vs CPU) fail at their tolerance edge (bench/results/2026-11-30-h200-cudapre call2),
-     * so it is opt-in: LILAC_CUDA_GDN_CHUNK=1 */
+     * recurrence in the lab (7e-7); the default since the GPU tests' tolerances were settled
+     * (LILAC_CUDA_GDN_CHUNK=0: the token-serial scan) */
     b->gdn_chunk = !(getenv("LILAC_CUDA_GDN_CHUNK") && !atoi(getenv("LILAC_CUDA_GDN_CHUNK")));
+    b->gdn_scan_tc = getenv("LILAC_CUDA_GDN_SCAN") && !strcmp(getenv("LILAC_CUDA_GDN_SCAN"), "tc");
     /* the GDN states double-buffered (session 36): k_lgdn reads one copy and writes the other, so it needs no
      * barrier between its blocks' reads of the old state and their write-backs (in place, that barrier cost
      * 1.4 % at 4K on an H200, session 35) */
@@ -2631,6 +2645,7 @@ extern "C" ll_status cuda_backend_info(ll_backend *be, cuda_info *out) {
     out->cout_pk = b->att_cout ? b->cout_pk : 0;
     out->fd_ph = b->att_cout && b->cout_pk == 2 && b->kv_q8 && b->fd_fg != 4 && b->fd_ns && b->fd_fused ? b->fd_ph : 0;
     out->cout_cl_launches = lean_attn_cl_launches();
+    out->gdn_scan_tc = b->gdn_scan_tc && b->gdn_chunk;
     return LL_OK;
 }
 

@@ -351,4 +351,283 @@ __global__ void __launch_bounds__(256, 1) k_gdn_chunk_scan(const gdn_chunk_args 
     for (int i = tid; i < DK * BV; i += blockDim.x) Sw[(long)(i / BV) * g.DV + i % BV] = Ss[i];
 }
 
+/* ---- the scan on tensor cores (LILAC_CUDA_GDN_SCAN=tc; session 38, opt-in until measured) ----
+ *
+ * The same three products per chunk as k_gdn_chunk_scan, as mma.sync m16n8k8 TF32 with fp32
+ * accumulation, each operand split into a TF32 head and a TF32 tail (x = hi + lo, both rounded to
+ * nearest) and a product taken as lo*hi + hi*lo + hi*hi ("3xTF32"): the dropped lo*lo term and the
+ * tail's own rounding are ~2^-22 of the product, a few fp32 ulps, so the state keeps fp32-like
+ * accuracy (a single TF32 product would carry 2^-11). Why: the fp32 scan spends ~5,000 instructions
+ * per warp per chunk (20 shared loads per 64 FMA) with 8 warps per SM and runs at ~23 % of the
+ * FP32 rate; here one warp instruction does 16 x 8 x 8 MACs.
+ *
+ * Per chunk (block: head h, value columns j0 .. j0 + 32; 8 warps; g = lane / 4, t = lane % 4):
+ *   phase 1  [64 x 32] Vn = U - W S  and  Oq = Q_dec S       (K = DK)  warp: rows 16 (w & 3), cols 16 (w >> 2)
+ *   phase 2  [64 x 32] O = Oq + P Vn                          (K = 64)  the same tile as phase 1
+ *   phase 3  [DK x 32] S = lambda S + K_dec^T Vn              (K = 64)  warp: rows 16 (w % (DK / 16)), NT3 n8 tiles
+ * Phases 2 and 3 read only Vn and write disjoint data, so one barrier separates them from phase 1.
+ * Shared strides are chosen so that every fragment load is free of bank conflicts: row-major A
+ * operands (W, Q, P) use stride = 4 mod 32 (bank 4 g + t); column reads (S, Vn as B, K_dec^T as A)
+ * use stride = 8 mod 32 (bank 8 t + g). */
+__device__ __forceinline__ void gtc_split(float x, uint32_t &hi, uint32_t &lo) {
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(hi) : "f"(x));
+    float r = x - __uint_as_float(hi);
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(lo) : "f"(r));
+}
+__device__ __forceinline__ void gtc_mma(float d[4], const uint32_t a[4], const uint32_t b[2]) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+/* d += a b in 3xTF32: the small terms first */
+__device__ __forceinline__ void gtc_mma3(float d[4], const uint32_t ah[4], const uint32_t al[4], const uint32_t bh[2],
+                                         const uint32_t bl[2]) {
+    gtc_mma(d, al, bh);
+    gtc_mma(d, ah, bl);
+    gtc_mma(d, ah, bh);
+}
+/* A fragment (16 x 8, row-major in shared memory at X, stride ld) at rows r0 .. r0 + 15, cols k0 .. k0 + 7 */
+__device__ __forceinline__ void gtc_lda(const float *X, int ld, int r0, int k0, int g, int t, uint32_t ah[4], uint32_t al[4]) {
+    gtc_split(X[(r0 + g) * ld + k0 + t], ah[0], al[0]);
+    gtc_split(X[(r0 + g + 8) * ld + k0 + t], ah[1], al[1]);
+    gtc_split(X[(r0 + g) * ld + k0 + t + 4], ah[2], al[2]);
+    gtc_split(X[(r0 + g + 8) * ld + k0 + t + 4], ah[3], al[3]);
+}
+/* A fragment of X^T: element (m, k) is X[k][m] */
+__device__ __forceinline__ void gtc_lda_t(const float *X, int ld, int m0, int k0, int g, int t, uint32_t ah[4], uint32_t al[4]) {
+    gtc_split(X[(k0 + t) * ld + m0 + g], ah[0], al[0]);
+    gtc_split(X[(k0 + t) * ld + m0 + g + 8], ah[1], al[1]);
+    gtc_split(X[(k0 + t + 4) * ld + m0 + g], ah[2], al[2]);
+    gtc_split(X[(k0 + t + 4) * ld + m0 + g + 8], ah[3], al[3]);
+}
+/* B fragment (8 x 8; element (k, n) is X[k][n], stride ld) at rows k0 .., cols n0 .. */
+__device__ __forceinline__ void gtc_ldb(const float *X, int ld, int k0, int n0, int g, int t, uint32_t bh[2], uint32_t bl[2]) {
+    gtc_split(X[(k0 + t) * ld + n0 + g], bh[0], bl[0]);
+    gtc_split(X[(k0 + t + 4) * ld + n0 + g], bh[1], bl[1]);
+}
+
+/* F: GTC_PS the state slice and Vn kept in shared memory already split (written once, read by
+ * several warps: the split is not repeated per reader), the state itself in fp32 registers of the
+ * warp that updates it (phase 3's tile stays the same every chunk); GTC_SA the two small terms in
+ * an accumulator of their own (the chain of dependent mma per accumulator a third as long);
+ * GTC_D1 / GTC_DF diagnostics for the lab only (wrong results): one TF32 product instead of three,
+ * and the first chunk's inputs reused instead of each chunk's fetch. */
+#define GTC_PS 1
+#define GTC_SA 2
+#define GTC_D1 4
+#define GTC_DF 8
+
+template <int DK, int F> static inline size_t gdn_scan_tc_smem_bytes() {
+    size_t f = 2 * GDN_CC * (DK + 4) + GDN_CC * (DK + 8) + GDN_CC * (GDN_CC + 4) + GDN_CC * 40;
+    f += (F & GTC_PS) ? 2 * (size_t)GDN_CC * 40 + 2 * (size_t)DK * 40 : (size_t)DK * 40;
+    return f * 4;
+}
+
+template <int DK, int F>
+__global__ void __launch_bounds__(256, 1) k_gdn_chunk_scan_tc(const gdn_chunk_args g) {
+    constexpr bool PS = F & GTC_PS, SA = F & GTC_SA, D1 = F & GTC_D1, DF = F & GTC_DF;
+    constexpr int C = GDN_CC, BV = 32, LQ = DK + 4, LK = DK + 8, LP = C + 4, LU = BV + 8, LS = BV + 8;
+    constexpr int MT3 = DK / 16, NT3 = 4 * MT3 / 8; /* phase 3: m16 tiles, n8 tiles per warp */
+    static_assert(GDN_CC * (DK / 4) % 256 == 0 && NT3 >= 1, "shapes");
+    extern __shared__ float4 smem4[];
+    float *Qs = (float *)smem4;     /* [C][LQ] Q_dec */
+    float *Ws = Qs + C * LQ;        /* [C][LQ] W */
+    float *Ks = Ws + C * LQ;        /* [C][LK] K_dec */
+    float *Ps = Ks + C * LK;        /* [C][LP] P */
+    float *Us = Ps + C * LP;        /* [C][LU] U (then Vn unless PS) */
+    float *Ss = Us + C * LU;        /* [DK][LS] state slice (not PS) */
+    uint32_t *Vh = (uint32_t *)Ss, *Vl = Vh + C * LU;   /* PS: [C][LU] Vn split */
+    uint32_t *Sh = Vl + C * LU, *Sl = Sh + DK * LS;     /* PS: [DK][LS] state split */
+    const int h = blockIdx.x, j0 = blockIdx.y * BV, tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
+    const int gq = lane >> 2, tq = lane & 3;
+    const int r = g.HV / g.HK, kh = g.tiled ? h % g.HK : h / r;
+    const int QK = g.HK * DK, CD = 2 * QK + g.HV * g.DV, VD = g.HV * g.DV, nch = (g.T + C - 1) / C;
+    const int m1 = 16 * (w & 3), n1 = 16 * (w >> 2);            /* phases 1-2: this warp's 16 x 16 tile */
+    const int m3 = 16 * (w % MT3), n3 = 8 * NT3 * (w / MT3);    /* phase 3: rows m3 .. + 16, cols n3 .. + 8 NT3 */
+    /* element e of a D fragment of n8 tile s in a tile at (m, n): row m + g + 8 (e / 2), col n + 8 s + 2 t + e % 2 */
+#define GTC_AT(ld, m, n, s, e) ((m) + gq + 8 * ((e) >> 1)) * (ld) + (n) + 8 * (s) + 2 * tq + ((e) & 1)
+    const float *Sg = g.S + (long)h * DK * g.DV + j0;
+    float as[NT3][4]; /* PS: this warp's part of the state, all chunks long */
+    if constexpr (PS) {
+#pragma unroll
+        for (int s = 0; s < NT3; s++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                as[s][e] = Sg[(long)(m3 + gq + 8 * (e >> 1)) * g.DV + n3 + 8 * s + 2 * tq + (e & 1)];
+                gtc_split(as[s][e], Sh[GTC_AT(LS, m3, n3, s, e)], Sl[GTC_AT(LS, m3, n3, s, e)]);
+            }
+    } else {
+        for (int i = tid; i < DK * BV; i += blockDim.x) Ss[(i / BV) * LS + i % BV] = Sg[(long)(i / BV) * g.DV + i % BV];
+    }
+    /* the next chunk's inputs in registers while this one is computed, as k_gdn_chunk_scan */
+    constexpr int NQ = C * (DK / 4) / 256, NP = C * (C / 4) / 256, NU = C * BV / 256;
+    float4 rq[NQ], rk[NQ], rw[NQ], rp[NP];
+    float ru[NU];
+    auto fetch = [&](int n) {
+        const int t0 = n * C, c = min(C, g.T - t0);
+        const float *Pn = g.ws.P + ((long)h * nch + n) * C * C;
+#pragma unroll
+        for (int u = 0; u < NQ; u++) {
+            int i = tid + 256 * u, row = i / (DK / 4), c4 = i % (DK / 4);
+            float4 q4 = make_float4(0.f, 0.f, 0.f, 0.f), k4 = q4, w4 = q4;
+            if (row < c) {
+                long t = t0 + row;
+                const float *base = g.qkv + t * CD;
+                float fq = __ldg(g.ws.fq + (long)h * g.T + t), fk = __ldg(g.ws.fk + (long)h * g.T + t);
+                q4 = __ldg((const float4 *)(base + kh * DK) + c4);
+                k4 = __ldg((const float4 *)(base + QK + kh * DK) + c4);
+                w4 = __ldg((const float4 *)(g.ws.W + ((long)h * g.T + t) * DK) + c4);
+                q4.x *= fq; q4.y *= fq; q4.z *= fq; q4.w *= fq;
+                k4.x *= fk; k4.y *= fk; k4.z *= fk; k4.w *= fk;
+            }
+            rq[u] = q4; rk[u] = k4; rw[u] = w4;
+        }
+#pragma unroll
+        for (int u = 0; u < NP; u++) {
+            int i = tid + 256 * u, row = i / (C / 4), c4 = i % (C / 4);
+            rp[u] = __ldg((const float4 *)(Pn + row * C) + c4);
+        }
+#pragma unroll
+        for (int u = 0; u < NU; u++) {
+            int i = tid + 256 * u, row = i / BV, col = i % BV;
+            ru[u] = row < c ? __ldg(g.ws.U + ((long)h * g.T + t0 + row) * g.DV + j0 + col) : 0.0f;
+        }
+    };
+    auto stash = [&]() {
+#pragma unroll
+        for (int u = 0; u < NQ; u++) {
+            int i = tid + 256 * u, row = i / (DK / 4), c4 = i % (DK / 4);
+            *(float4 *)(Qs + row * LQ + 4 * c4) = rq[u];
+            *(float4 *)(Ws + row * LQ + 4 * c4) = rw[u];
+            *(float4 *)(Ks + row * LK + 4 * c4) = rk[u];
+        }
+#pragma unroll
+        for (int u = 0; u < NP; u++) {
+            int i = tid + 256 * u, row = i / (C / 4), c4 = i % (C / 4);
+            *(float4 *)(Ps + row * LP + 4 * c4) = rp[u];
+        }
+#pragma unroll
+        for (int u = 0; u < NU; u++) {
+            int i = tid + 256 * u;
+            Us[(i / BV) * LU + i % BV] = ru[u];
+        }
+    };
+    /* d (+ c for the small terms under SA) += a b */
+    auto mma3 = [&](float d[4], float c[4], const uint32_t ah[4], const uint32_t al[4], const uint32_t bh[2], const uint32_t bl[2]) {
+        if constexpr (!D1) {
+            gtc_mma(SA ? c : d, al, bh);
+            gtc_mma(SA ? c : d, ah, bl);
+        }
+        gtc_mma(d, ah, bh);
+    };
+    /* B fragment of Vn (phases 2 and 3) */
+    auto ldb_v = [&](int k0, int n0, uint32_t bh[2], uint32_t bl[2]) {
+        if constexpr (PS) {
+            bh[0] = Vh[(k0 + tq) * LU + n0 + gq]; bl[0] = Vl[(k0 + tq) * LU + n0 + gq];
+            bh[1] = Vh[(k0 + tq + 4) * LU + n0 + gq]; bl[1] = Vl[(k0 + tq + 4) * LU + n0 + gq];
+        } else {
+            gtc_ldb(Us, LU, k0, n0, gq, tq, bh, bl);
+        }
+    };
+    fetch(0);
+    for (int n = 0; n < nch; n++) {
+        const int t0 = n * C, c = min(C, g.T - t0);
+        stash();
+        __syncthreads();
+        if (n + 1 < nch && (!DF || n == 0)) fetch(n + 1);
+        /* phase 1: W S and Q_dec S over K = DK, sharing the S fragments */
+        float aw[2][4] = {}, aq[2][4] = {}, cw[2][4] = {}, cq[2][4] = {};
+#pragma unroll 4
+        for (int k0 = 0; k0 < DK; k0 += 8) {
+            uint32_t wh[4], wl[4], qh[4], ql[4];
+            gtc_lda(Ws, LQ, m1, k0, gq, tq, wh, wl);
+            gtc_lda(Qs, LQ, m1, k0, gq, tq, qh, ql);
+#pragma unroll
+            for (int s = 0; s < 2; s++) {
+                uint32_t bh[2], bl[2];
+                if constexpr (PS) {
+                    bh[0] = Sh[(k0 + tq) * LS + n1 + 8 * s + gq]; bl[0] = Sl[(k0 + tq) * LS + n1 + 8 * s + gq];
+                    bh[1] = Sh[(k0 + tq + 4) * LS + n1 + 8 * s + gq]; bl[1] = Sl[(k0 + tq + 4) * LS + n1 + 8 * s + gq];
+                } else {
+                    gtc_ldb(Ss, LS, k0, n1 + 8 * s, gq, tq, bh, bl);
+                }
+                mma3(aw[s], cw[s], wh, wl, bh, bl);
+                mma3(aq[s], cq[s], qh, ql, bh, bl);
+            }
+        }
+        /* Vn = U - W S (this warp's tile only) */
+#pragma unroll
+        for (int s = 0; s < 2; s++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int at = GTC_AT(LU, m1, n1, s, e);
+                float v = Us[at] - (aw[s][e] + cw[s][e]);
+                if constexpr (PS) gtc_split(v, Vh[at], Vl[at]);
+                else Us[at] = v;
+            }
+        __syncthreads();
+        /* phase 2: O = Q_dec S + P Vn over the chunk's 64 tokens */
+#pragma unroll 2
+        for (int k0 = 0; k0 < C; k0 += 8) {
+            uint32_t ph[4], pl[4];
+            gtc_lda(Ps, LP, m1, k0, gq, tq, ph, pl);
+#pragma unroll
+            for (int s = 0; s < 2; s++) {
+                uint32_t bh[2], bl[2];
+                ldb_v(k0, n1 + 8 * s, bh, bl);
+                mma3(aq[s], cq[s], ph, pl, bh, bl);
+            }
+        }
+#pragma unroll
+        for (int s = 0; s < 2; s++)
+#pragma unroll
+            for (int hh = 0; hh < 2; hh++) {
+                int row = m1 + gq + 8 * hh;
+                if (row < c)
+                    *(float2 *)(g.o + (long)(t0 + row) * VD + h * g.DV + j0 + n1 + 8 * s + 2 * tq) =
+                        make_float2(aq[s][2 * hh] + cq[s][2 * hh], aq[s][2 * hh + 1] + cq[s][2 * hh + 1]);
+            }
+        /* phase 3: S = lambda S + K_dec^T Vn (this warp's rows and columns of S only) */
+        {
+            const float lam = __ldg(g.ws.lam + (long)h * nch + n);
+            float cs[NT3][4] = {};
+#pragma unroll
+            for (int s = 0; s < NT3; s++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) as[s][e] = lam * (PS ? as[s][e] : Ss[GTC_AT(LS, m3, n3, s, e)]);
+#pragma unroll 2
+            for (int k0 = 0; k0 < C; k0 += 8) {
+                uint32_t kh_[4], kl_[4];
+                gtc_lda_t(Ks, LK, m3, k0, gq, tq, kh_, kl_);
+#pragma unroll
+                for (int s = 0; s < NT3; s++) {
+                    uint32_t bh[2], bl[2];
+                    ldb_v(k0, n3 + 8 * s, bh, bl);
+                    mma3(as[s], cs[s], kh_, kl_, bh, bl);
+                }
+            }
+#pragma unroll
+            for (int s = 0; s < NT3; s++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    as[s][e] += cs[s][e];
+                    int at = GTC_AT(LS, m3, n3, s, e);
+                    if constexpr (PS) gtc_split(as[s][e], Sh[at], Sl[at]);
+                    else Ss[at] = as[s][e];
+                }
+        }
+        __syncthreads();
+    }
+    float *Sw = (g.So ? g.So : g.S) + (long)h * DK * g.DV + j0; /* this block's columns only: in place is safe */
+    if constexpr (PS) {
+#pragma unroll
+        for (int s = 0; s < NT3; s++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) Sw[(long)(m3 + gq + 8 * (e >> 1)) * g.DV + n3 + 8 * s + 2 * tq + (e & 1)] = as[s][e];
+    } else {
+        for (int i = tid; i < DK * BV; i += blockDim.x) Sw[(long)(i / BV) * g.DV + i % BV] = Ss[(i / BV) * LS + i % BV];
+    }
+#undef GTC_AT
+}
+
 #endif
