@@ -1,17 +1,25 @@
 #!/bin/bash
-# Session 38's adaptive call (carry [".cuda-wt/x.tar.xz", ".cuda-wt/lab_gdn_chunk"]; timeout_s 420).
+# Session 38's adaptive call (carry [".cuda-wt/x.tar.xz"]; timeout_s 420). Bundle: `NOFIX=1
+# LAB="gdn_chunk" dev/gpu_bundle.sh && mv .cuda-wt/b.tar.xz .cuda-wt/x.tar.xz` after the build.
 # On an H200: the deterministic digest (must be e37949b3c33931b9), then the benchmark of record
-# (session 37's call.sh). On any other card: the GDN chunk lab (fp32 scan vs the 3xTF32 tensor-core
-# scan: errors against fp64 and time at T = 4096), then, if V is set, session 37's A/B of $V.
+# (session 37's call.sh, the same bundle layout). On any other card, each only if asked:
+#   LAB=1  the GDN chunk lab (fp32 scan vs the 3xTF32 tensor-core scans, errors vs fp64, times at T=4096)
+#   GT=arg gpu_test arg (e.g. --scan)
+#   V=...  dev/ab_bench.sh of $V (quick bench; its raw outputs carry the prefill figures too)
 # Everything goes into $OUT/s38.tgz.
-R=$PWD; W=/tmp/w38; rm -rf $W; mkdir -p $W
+R=$PWD; B=/tmp/bx; W=/tmp/w38
+rm -rf $B $W; mkdir -p $B $W; tar xJf ${BX:-.cuda-wt/x.tar.xz} -C $B
+export LD_LIBRARY_PATH=$B/lib
 g=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); echo "gpu: $g" | tee $W/gpu.txt
+pk() { tar czf $OUT/s38.tgz -C $W .; }
 if echo "$g" | grep -q H200; then
-  V=none bash $R/bench/results/2026-12-06-s37/call.sh; cp $OUT/s37.tgz $W/ 2>/dev/null
-  tar czf $OUT/s38.tgz -C $W .; exit 0
+  V=none bash $R/bench/results/2026-12-06-s37/call.sh; cp $OUT/s37.tgz $W/ 2>/dev/null; pk; exit 0
 fi
-[ -x .cuda-wt/lab_gdn_chunk ] && timeout 120 .cuda-wt/lab_gdn_chunk 2>&1 | tee $W/lab_gdn_chunk.txt
+cd $B
+[ -n "$LAB" ] && timeout 120 ./lab/gdn_chunk 2>&1 | tee $W/lab_gdn_chunk.txt | tail -${LABTAIL:-8}
+[ -n "$GT" ] && { timeout ${GTTO:-200} ./gpu_test $GT > $W/gpu_test.txt 2>&1; echo "gpu_test $GT rc=$?"; grep -E "^not ok|^# " $W/gpu_test.txt | tail -20; }
 if [ -n "$V" ] && [ "$V" != none ]; then
-  V="$V" bash $R/bench/results/2026-12-06-s37/call.sh; cp $OUT/s37.tgz $W/ 2>/dev/null
+  V="$V" ROUNDS=${ROUNDS:-3} DET=${DET:-0} TO=60 OUT=$W bash $R/dev/ab_bench.sh
+  mkdir -p $W/raw && tar xzf $W/all.tgz -C $W/raw && grep -H "len   4096" $W/raw/*.txt | sed 's/.*raw\///' | cut -c1-120
 fi
-tar czf $OUT/s38.tgz -C $W .
+pk
