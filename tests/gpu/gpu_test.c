@@ -416,24 +416,28 @@ static void test_att_cout_active(const char *preset) {
 static void test_vs_cpu(const char *preset, int n, int chunk, int greedy);
 #endif
 
-/* The chunked GDN prefill scan on tensor cores (LILAC_CUDA_GDN_SCAN=tc, k_gdn_chunk_scan_tc, 3xTF32; session
- * 38): on where asked and only for the chunked prefill (so that the switch tests compare two scans), then
+/* The chunked GDN prefill scan on tensor cores (k_gdn_chunk_scan_tc, 3xTF32; the default since session 38,
+ * LILAC_CUDA_GDN_SCAN=fp32 the fp32 scan): on by default and with =tc, off with =fp32 and for the
+ * token-serial prefill (so that the switch tests compare two scans), then
  * the prefill + decode of the L4 35B against the fp32 scan (another summation order: routing may flip at
- * near-ties, so the greedy tokens are reported and the rows' argmax and KL asserted), and the tiny model
- * and L4 against the fp32 reference model through test_vs_cpu, prompts over several 64-token chunks.
+ * near-ties, so the greedy tokens are reported and the rows' argmax and KL asserted), and the fp32 scan's
+ * tiny model and L4 against the fp32 reference model through test_vs_cpu (session 38 on an H100, tc:
+ * tiny mean KL 6.60e-5, L4 5.03e-4; the fp32 scan in session 26: 6.39e-5, 5.04e-4).
  * Alone: `gpu_test --scan`. */
 static void tests_gdn_scan_tc(void) {
     qwen_model *m = NULL;
     if (qwen_model_synthetic("qwen3.6-35b-a3b-L4", 21, &m) != LL_OK) { check(0, "synthetic: %s", ll_errmsg()); return; }
-    long on[3];
-    INFO_UNDER(m, gdn_scan_tc, on, "GDN_SCAN=tc", "GDN_SCAN=fp32", "GDN_SCAN=tc,GDN_CHUNK=0");
-    check(on[0] == 1 && on[1] == 0 && on[2] == 0, "L4: LILAC_CUDA_GDN_SCAN=tc is on (%ld), off for fp32 (%ld) and off for the token-serial prefill (%ld)",
-          on[0], on[1], on[2]);
+    long on[4];
+    INFO_UNDER(m, gdn_scan_tc, on, "", "GDN_SCAN=tc", "GDN_SCAN=fp32", "GDN_SCAN=tc,GDN_CHUNK=0");
+    check(on[0] == 1 && on[1] == 1 && on[2] == 0 && on[3] == 0,
+          "L4: the tensor-core GDN scan is on by default (%ld) and with =tc (%ld), off for fp32 (%ld) and for the token-serial prefill (%ld)",
+          on[0], on[1], on[2], on[3]);
     qwen_model_free_synthetic(m);
     test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_GDN_SCAN", "tc", "fp32", "the tensor-core GDN scan", 0);
     test_switch_equal("qwen3.6-35b-a3b-L4", 301, 12, "LILAC_CUDA_GDN_SCAN", "tc", "fp32", "the tensor-core GDN scan, odd prompt", 0);
 #ifdef HAVE_CPU_BACKEND
-    setenv("LILAC_CUDA_GDN_SCAN", "tc", 1);
+    /* the default (tc) meets the reference in the suite's first tests; here the other scan does */
+    setenv("LILAC_CUDA_GDN_SCAN", "fp32", 1);
     test_vs_cpu("tiny", 300, 64, 64);
     test_vs_cpu("qwen3.6-35b-a3b-L4", 40, 16, 16);
     unsetenv("LILAC_CUDA_GDN_SCAN");
@@ -1226,6 +1230,17 @@ int main(int argc, char **argv) {
     }
     if (argc > 1 && !strcmp(argv[1], "--gdnin")) {
         tests_gdn_in();
+        printf("# %d tests, %d failed\n", g_n, g_fail);
+        return g_fail ? 1 : 0;
+    }
+    if (argc > 1 && !strcmp(argv[1], "--fixtures")) { /* the real-weight fixtures vs HF, and tiny vs the CPU */
+#ifdef HAVE_LOADER
+        test_fixture("tiny", 64);
+        test_fixture("small", 128);
+#endif
+#ifdef HAVE_CPU_BACKEND
+        test_vs_cpu("tiny", 300, 64, 64);
+#endif
         printf("# %d tests, %d failed\n", g_n, g_fail);
         return g_fail ? 1 : 0;
     }
