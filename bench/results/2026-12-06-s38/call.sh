@@ -4,7 +4,7 @@
 # On an H200: the deterministic digest (must be e37949b3c33931b9), then the benchmark of record
 # (session 37's call.sh, the same bundle layout). On any other card, each only if asked:
 #   LAB=1  the GDN chunk lab (fp32 scan vs the 3xTF32 tensor-core scans, errors vs fp64, times at T=4096)
-#   GT=arg gpu_test arg (e.g. --scan)
+#   GT=a,b gpu_test a, then gpu_test b (e.g. --scan,--tail)
 #   V=...  dev/ab_bench.sh of $V (quick bench; its raw outputs carry the prefill figures too)
 # Everything goes into $OUT/s38.tgz.
 R=$PWD; B=/tmp/bx; W=/tmp/w38
@@ -17,7 +17,10 @@ if echo "$g" | grep -q H200; then
 fi
 cd $B
 [ -n "$LAB" ] && timeout 120 ./lab/gdn_chunk 2>&1 | tee $W/lab_gdn_chunk.txt | tail -${LABTAIL:-8}
-[ -n "$GT" ] && { timeout ${GTTO:-200} ./gpu_test $GT > $W/gpu_test.txt 2>&1; echo "gpu_test $GT rc=$?"; grep -E "^not ok|^# " $W/gpu_test.txt | tail -20; }
+for a in ${GT//,/ }; do  # GT="--fixtures,--tail": one gpu_test run each
+  LILAC_SHARED=$B/shared timeout ${GTTO:-200} ./gpu_test $a > $W/gpu_test$a.txt 2>&1; echo "gpu_test $a rc=$?"
+  grep -E "^not ok|^# " $W/gpu_test$a.txt | tail -20
+done
 if [ -n "$V" ] && [ "$V" != none ]; then
   V="$V" ROUNDS=${ROUNDS:-3} DET=${DET:-0} TO=60 OUT=$W bash $R/dev/ab_bench.sh
   mkdir -p $W/raw && tar xzf $W/all.tgz -C $W/raw && grep -H "len   4096" $W/raw/*.txt | sed 's/.*raw\///' | cut -c1-120
