@@ -1,8 +1,8 @@
 #!/bin/bash
-# Session 38's adaptive call (carry [".cuda-wt/x.tar.xz"]; timeout_s 420). Bundle: `NOFIX=1
-# LAB="gdn_chunk" dev/gpu_bundle.sh && mv .cuda-wt/b.tar.xz .cuda-wt/x.tar.xz` after the build.
-# On an H200: the deterministic digest (must be e37949b3c33931b9), then the benchmark of record
-# (session 37's call.sh, the same bundle layout). On any other card, each only if asked:
+# Session 38's adaptive call (carry [".cuda-wt/x.tar.xz"]; timeout_s 420-480). Bundle: `
+# LAB="gdn_chunk" dev/gpu_bundle.sh && mv .cuda-wt/b.tar.xz .cuda-wt/x.tar.xz` after the build (with fixtures).
+# On an H200: the deterministic digest (must be 0484359cbb1c2cd5 since the tc scan became the default; e37949b3c33931b9 before), then the benchmark of record
+# (session 37's call.sh, the same bundle layout). Then, on any card, each only if asked:
 #   LAB=1  the GDN chunk lab (fp32 scan vs the 3xTF32 tensor-core scans, errors vs fp64, times at T=4096)
 #   GT=a,b gpu_test a, then gpu_test b (e.g. --scan,--tail)
 #   V=...  dev/ab_bench.sh of $V (quick bench; its raw outputs carry the prefill figures too)
@@ -12,8 +12,9 @@ rm -rf $B $W; mkdir -p $B $W; tar xJf ${BX:-.cuda-wt/x.tar.xz} -C $B
 export LD_LIBRARY_PATH=$B/lib
 g=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); echo "gpu: $g" | tee $W/gpu.txt
 pk() { tar czf $OUT/s38.tgz -C $W .; }
-if echo "$g" | grep -q H200; then
-  V=none bash $R/bench/results/2026-12-06-s37/call.sh; cp $OUT/s37.tgz $W/ 2>/dev/null; pk; exit 0
+if echo "$g" | grep -q H200; then  # the record first; then whatever LAB / GT / V ask for, as on other cards
+  V=none bash $R/bench/results/2026-12-06-s37/call.sh; cp $OUT/s37.tgz $W/ 2>/dev/null; pk
+  export LD_LIBRARY_PATH=$B/lib
 fi
 cd $B
 [ -n "$LAB" ] && timeout 120 ./lab/gdn_chunk 2>&1 | tee $W/lab_gdn_chunk.txt | tail -${LABTAIL:-8}
