@@ -105,29 +105,15 @@ static void case_free(gdn_case &c) {
 
 /* the chunked path's scan: 0 the fp32 k_gdn_chunk_scan, 1.. k_gdn_chunk_scan_tc (3xTF32 tensor cores) with the
  * flags g_tcf[g_tc] */
-static const int g_tcf[] = {0, 0, GTC_PS, GTC_PS | GTC_SA, GTC_SA, GTC_PS | GTC_SA | GTC_CL};
-static const char *g_tcn[] = {"chunked     ", "chunked tc  ", "tc ps       ", "tc ps+sa    ", "tc sa       ", "tc ps+sa+cl "};
-#define GTC_N 6
-#define GTC_CLF (GTC_PS | GTC_SA | GTC_CL)
+static const int g_tcf[] = {0, 0, GTC_PS, GTC_PS | GTC_SA, GTC_SA};
+static const char *g_tcn[] = {"chunked     ", "chunked tc  ", "tc ps       ", "tc ps+sa    ", "tc sa       "};
+#define GTC_N 5
 static int g_tc;
 template <int DK, int F> static void tc_attr() {
     CK(cudaFuncSetAttribute(k_gdn_chunk_scan_tc<DK, F>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_scan_tc_smem_bytes<DK, F>()));
 }
 template <int DK, int F> static void tc_launch(const gdn_chunk_args &ca, int HV, int DV) {
-    if constexpr ((F & GTC_CL) != 0) { /* a head's 4 column blocks as one cluster */
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3(HV, DV / 32);
-        cfg.blockDim = dim3(256);
-        cfg.dynamicSmemBytes = gdn_scan_tc_smem_bytes<DK, F>();
-        cudaLaunchAttribute at[1];
-        at[0].id = cudaLaunchAttributeClusterDimension;
-        at[0].val.clusterDim.x = 1; at[0].val.clusterDim.y = 4; at[0].val.clusterDim.z = 1;
-        cfg.attrs = at;
-        cfg.numAttrs = 1;
-        CK(cudaLaunchKernelEx(&cfg, k_gdn_chunk_scan_tc<DK, F>, ca));
-    } else {
-        k_gdn_chunk_scan_tc<DK, F><<<dim3(HV, DV / 32), 256, gdn_scan_tc_smem_bytes<DK, F>()>>>(ca);
-    }
+    k_gdn_chunk_scan_tc<DK, F><<<dim3(HV, DV / 32), 256, gdn_scan_tc_smem_bytes<DK, F>()>>>(ca);
 }
 template <int DK> static void tc_launch_v(int v, const gdn_chunk_args &ca, int HV, int DV) {
     switch (g_tcf[v]) {
@@ -135,9 +121,6 @@ template <int DK> static void tc_launch_v(int v, const gdn_chunk_args &ca, int H
     case GTC_PS: tc_launch<DK, GTC_PS>(ca, HV, DV); break;
     case GTC_PS | GTC_SA: tc_launch<DK, GTC_PS | GTC_SA>(ca, HV, DV); break;
     case GTC_SA: tc_launch<DK, GTC_SA>(ca, HV, DV); break;
-    case GTC_CLF:
-        if constexpr (DK == 128) tc_launch<DK, GTC_CLF>(ca, HV, DV);
-        break;
     }
 }
 
@@ -198,7 +181,6 @@ static void run_case(const char *name, int T, int HK, int HV, int call, int tile
     printf("%-40s token-serial: o %.2e (max %.1e) S %.2e  classes %.1e %.1e %.1e %.1e\n", name, es.o_rel, es.o_max, es.s_rel,
            es.cls[0], es.cls[1], es.cls[2], es.cls[3]);
     for (int tc = 0; tc < GTC_N; tc++) { /* the fp32 scan, then the tensor-core scans: each a case of its own */
-        if ((g_tcf[tc] & GTC_CL) && (DK != 128 || c.DV != 128)) continue; /* the cluster form: 4 column blocks a head */
         g_tc = tc;
         errs ec = run_kernel<DK>(c, true, call, oref, S);
         int pass = es.o_rel < 1e-5 && ec.o_rel < 1e-5 && ec.s_rel < 1e-5;
@@ -256,21 +238,6 @@ int main() {
     tc_attr<32, GTC_PS>(); tc_attr<64, GTC_PS>(); tc_attr<128, GTC_PS>();
     tc_attr<32, GTC_PS | GTC_SA>(); tc_attr<64, GTC_PS | GTC_SA>(); tc_attr<128, GTC_PS | GTC_SA>();
     tc_attr<32, GTC_SA>(); tc_attr<64, GTC_SA>(); tc_attr<128, GTC_SA>();
-    tc_attr<128, GTC_CLF>();
-    {
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3(32, 4);
-        cfg.blockDim = dim3(256);
-        cfg.dynamicSmemBytes = gdn_scan_tc_smem_bytes<128, GTC_CLF>();
-        cudaLaunchAttribute at[1];
-        at[0].id = cudaLaunchAttributeClusterDimension;
-        at[0].val.clusterDim.x = 1; at[0].val.clusterDim.y = 4; at[0].val.clusterDim.z = 1;
-        cfg.attrs = at;
-        cfg.numAttrs = 1;
-        int ncl = 0;
-        CK(cudaOccupancyMaxActiveClusters(&ncl, k_gdn_chunk_scan_tc<128, GTC_CLF>, &cfg));
-        printf("tc ps+sa+cl: %d clusters of 4 resident at once (the 35B needs 32)\n", ncl);
-    }
     tc_attr<128, GTC_PS | GTC_SA | GTC_D1>(); tc_attr<128, GTC_PS | GTC_SA | GTC_DF>(); tc_attr<128, GTC_PS | GTC_SA | GTC_D1 | GTC_DF>();
     const float spread[4] = {-1e-3f, -0.1f, -3.0f, -20.0f}, slow[4] = {-1e-4f, -1e-3f, -1e-2f, -0.05f};
     printf("relative L2 error vs the fp64 recurrence (o over all tokens, S at the end; classes: o of heads h %% 4 = 0..3)\n");

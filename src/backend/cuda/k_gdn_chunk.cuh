@@ -416,41 +416,6 @@ __device__ __forceinline__ void gtc_ldb(const float *X, int ld, int k0, int n0, 
 #define GTC_SA 2
 #define GTC_D1 4
 #define GTC_DF 8
-/* GTC_CL (lab only so far; needs DV = 4 x 32 and a launch with cluster dims (1, 4, 1)): a head's 4 column
- * blocks as one thread-block cluster, each fetching a quarter of the chunk's Q, K, W and P rows and
- * storing it into all four blocks' shared memory, so that L2 serves those rows once instead of 4x
- * (the lab's no-fetch diagnostic: 0.42 of the 0.70 ms per layer at T = 4096 without the fetch) */
-#define GTC_CL 16
-
-/* cluster primitives (sm_90; the compute_80 PTX traps where they would run) */
-__device__ __forceinline__ unsigned gtc_cluster_rank() {
-    unsigned r = 0;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-#endif
-    return r;
-}
-/* *p (a shared-memory address of this block) in block `rank` of the cluster = v */
-__device__ __forceinline__ void gtc_st_cluster4(float *p, unsigned rank, float4 v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    uint32_t ra, la = (uint32_t)__cvta_generic_to_shared(p);
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(ra) : "r"(la), "r"(rank));
-    asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(ra), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w) : "memory");
-#else
-    __trap();
-#endif
-}
-/* the cluster barrier's halves (every thread of every block takes both): release, acquire */
-__device__ __forceinline__ void gtc_cluster_arrive() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
-#endif
-}
-__device__ __forceinline__ void gtc_cluster_wait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
-#endif
-}
 
 template <int DK, int F> static inline size_t gdn_scan_tc_smem_bytes() {
     size_t f = 2 * GDN_CC * (DK + 4) + GDN_CC * (DK + 8) + GDN_CC * (GDN_CC + 4) + GDN_CC * 40;
@@ -460,7 +425,7 @@ template <int DK, int F> static inline size_t gdn_scan_tc_smem_bytes() {
 
 template <int DK, int F>
 __global__ void __launch_bounds__(256, 1) k_gdn_chunk_scan_tc(const gdn_chunk_args g) {
-    constexpr bool PS = F & GTC_PS, SA = F & GTC_SA, D1 = F & GTC_D1, DF = F & GTC_DF, CL = F & GTC_CL;
+    constexpr bool PS = F & GTC_PS, SA = F & GTC_SA, D1 = F & GTC_D1, DF = F & GTC_DF;
     constexpr int C = GDN_CC, BV = 32, LQ = DK + 4, LK = DK + 8, LP = C + 4, LU = BV + 8, LS = BV + 8;
     constexpr int MT3 = DK / 16, NT3 = 4 * MT3 / 8; /* phase 3: m16 tiles, n8 tiles per warp */
     static_assert(GDN_CC * (DK / 4) % 256 == 0 && NT3 >= 1, "shapes");
@@ -495,10 +460,7 @@ __global__ void __launch_bounds__(256, 1) k_gdn_chunk_scan_tc(const gdn_chunk_ar
         for (int i = tid; i < DK * BV; i += blockDim.x) Ss[(i / BV) * LS + i % BV] = Sg[(long)(i / BV) * g.DV + i % BV];
     }
     /* the next chunk's inputs in registers while this one is computed, as k_gdn_chunk_scan */
-    /* CL: this block's quarter of the rows (R0 = its first), stored into all four blocks */
-    constexpr int QD = CL ? 4 : 1, NQ = C * (DK / 4) / 256 / QD, NP = C * (C / 4) / 256 / QD, NU = C * BV / 256;
-    static_assert(!CL || (NQ >= 1 && NP >= 1), "the cluster form needs whole rounds per quarter");
-    const int R0 = CL ? (int)gtc_cluster_rank() * (C / 4) : 0;
+    constexpr int NQ = C * (DK / 4) / 256, NP = C * (C / 4) / 256, NU = C * BV / 256;
     float4 rq[NQ], rk[NQ], rw[NQ], rp[NP];
     float ru[NU];
     auto fetch = [&](int n) {
@@ -506,7 +468,7 @@ __global__ void __launch_bounds__(256, 1) k_gdn_chunk_scan_tc(const gdn_chunk_ar
         const float *Pn = g.ws.P + ((long)h * nch + n) * C * C;
 #pragma unroll
         for (int u = 0; u < NQ; u++) {
-            int i = tid + 256 * u, row = R0 + i / (DK / 4), c4 = i % (DK / 4);
+            int i = tid + 256 * u, row = i / (DK / 4), c4 = i % (DK / 4);
             float4 q4 = make_float4(0.f, 0.f, 0.f, 0.f), k4 = q4, w4 = q4;
             if (row < c) {
                 long t = t0 + row;
@@ -522,7 +484,7 @@ __global__ void __launch_bounds__(256, 1) k_gdn_chunk_scan_tc(const gdn_chunk_ar
         }
 #pragma unroll
         for (int u = 0; u < NP; u++) {
-            int i = tid + 256 * u, row = R0 + i / (C / 4), c4 = i % (C / 4);
+            int i = tid + 256 * u, row = i / (C / 4), c4 = i % (C / 4);
             rp[u] = __ldg((const float4 *)(Pn + row * C) + c4);
         }
 #pragma unroll
@@ -531,26 +493,18 @@ __global__ void __launch_bounds__(256, 1) k_gdn_chunk_scan_tc(const gdn_chunk_ar
             ru[u] = row < c ? __ldg(g.ws.U + ((long)h * g.T + t0 + row) * g.DV + j0 + col) : 0.0f;
         }
     };
-    auto put4 = [&](float *p, float4 v) { /* into this block, or (CL) into all four */
-        if constexpr (CL) {
-#pragma unroll
-            for (unsigned r4 = 0; r4 < 4; r4++) gtc_st_cluster4(p, r4, v);
-        } else {
-            *(float4 *)p = v;
-        }
-    };
     auto stash = [&]() {
 #pragma unroll
         for (int u = 0; u < NQ; u++) {
-            int i = tid + 256 * u, row = R0 + i / (DK / 4), c4 = i % (DK / 4);
-            put4(Qs + row * LQ + 4 * c4, rq[u]);
-            put4(Ws + row * LQ + 4 * c4, rw[u]);
-            put4(Ks + row * LK + 4 * c4, rk[u]);
+            int i = tid + 256 * u, row = i / (DK / 4), c4 = i % (DK / 4);
+            *(float4 *)(Qs + row * LQ + 4 * c4) = rq[u];
+            *(float4 *)(Ws + row * LQ + 4 * c4) = rw[u];
+            *(float4 *)(Ks + row * LK + 4 * c4) = rk[u];
         }
 #pragma unroll
         for (int u = 0; u < NP; u++) {
-            int i = tid + 256 * u, row = R0 + i / (C / 4), c4 = i % (C / 4);
-            put4(Ps + row * LP + 4 * c4, rp[u]);
+            int i = tid + 256 * u, row = i / (C / 4), c4 = i % (C / 4);
+            *(float4 *)(Ps + row * LP + 4 * c4) = rp[u];
         }
 #pragma unroll
         for (int u = 0; u < NU; u++) {
@@ -576,19 +530,10 @@ __global__ void __launch_bounds__(256, 1) k_gdn_chunk_scan_tc(const gdn_chunk_ar
         }
     };
     fetch(0);
-    /* CL: every block of the cluster has started before the first remote store; later, each chunk's
-     * stores wait until all four blocks are done reading the previous chunk (the arrive at its end) */
-    if constexpr (CL) gtc_cluster_arrive();
     for (int n = 0; n < nch; n++) {
         const int t0 = n * C, c = min(C, g.T - t0);
-        if constexpr (CL) gtc_cluster_wait();
         stash();
-        if constexpr (CL) {
-            gtc_cluster_arrive();
-            gtc_cluster_wait();
-        } else {
-            __syncthreads();
-        }
+        __syncthreads();
         if (n + 1 < nch && (!DF || n == 0)) fetch(n + 1);
         /* phase 1: W S and Q_dec S over K = DK, sharing the S fragments */
         float aw[2][4] = {}, aq[2][4] = {}, cw[2][4] = {}, cq[2][4] = {};
@@ -671,10 +616,8 @@ __global__ void __launch_bounds__(256, 1) k_gdn_chunk_scan_tc(const gdn_chunk_ar
                     else Ss[at] = as[s][e];
                 }
         }
-        if constexpr (CL) gtc_cluster_arrive();
-        else __syncthreads();
+        __syncthreads();
     }
-    if constexpr (CL) gtc_cluster_wait();
     float *Sw = (g.So ? g.So : g.S) + (long)h * DK * g.DV + j0; /* this block's columns only: in place is safe */
     if constexpr (PS) {
 #pragma unroll
