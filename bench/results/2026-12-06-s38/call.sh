@@ -5,6 +5,7 @@
 # (session 37's call.sh, the same bundle layout). Then, on any card, each only if asked:
 #   LAB=1  the GDN chunk lab (fp32 scan vs the 3xTF32 tensor-core scans, errors vs fp64, times at T=4096)
 #   GT=a,b gpu_test a, then gpu_test b (e.g. --scan,--tail)
+#   NCU="regex:K ..." ncu --set full of the lab's first launch of each kernel K (its timings only)
 #   V=...  dev/ab_bench.sh of $V (quick bench; its raw outputs carry the prefill figures too)
 # Everything goes into $OUT/s38.tgz.
 R=$PWD; B=/tmp/bx; W=/tmp/w38
@@ -18,6 +19,13 @@ if echo "$g" | grep -q H200; then  # the record first; then whatever LAB / GT / 
 fi
 cd $B
 [ -n "$LAB" ] && timeout 120 ./lab/gdn_chunk 2>&1 | tee $W/lab_gdn_chunk.txt | tail -${LABTAIL:-8}
+if [ -n "$NCU" ]; then  # NCU="regex:k_gdn_chunk_prep regex:scan_tc": one ncu --set full report each, on the lab's timings
+  N=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  for k in $NCU; do
+    GDN_LAB_TIME_ONLY=1 timeout 150 $N --clock-control none -k "$k" --launch-count 1 --set full ./lab/gdn_chunk > $W/ncu_${k#regex:}.txt 2>&1
+    echo "ncu $k rc=$?"; grep -E "Duration|Registers Per|Achieved Occupancy|Warp Cycles Per Issued|Compute \(SM\) Throughput|Memory Throughput|Stall" $W/ncu_${k#regex:}.txt | head -12
+  done
+fi
 for a in ${GT//,/ }; do  # GT="--fixtures,--tail": one gpu_test run each
   LILAC_SHARED=$B/shared timeout ${GTTO:-200} ./gpu_test $a > $W/gpu_test$a.txt 2>&1; echo "gpu_test $a rc=$?"
   grep -E "^not ok|^# " $W/gpu_test$a.txt | tail -20
