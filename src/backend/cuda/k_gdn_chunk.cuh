@@ -59,13 +59,19 @@ struct gdn_chunk_args {
                             * state's other copy when T is odd, gdn_state_copy) */
 };
 
-template <int DK> static inline size_t gdn_prep_smem_bytes() {
-    return (size_t)(2 * GDN_CC * (DK + 4) + GDN_CC * (GDN_CC + 4) + 4 * GDN_CC) * 4 + GDN_CC * sizeof(double);
+template <int DK, int TI = 0> static inline size_t gdn_prep_smem_bytes() {
+    return (size_t)(2 * GDN_CC * (DK + 4) + GDN_CC * (GDN_CC + 4) + 4 * GDN_CC) * 4 + GDN_CC * sizeof(double) +
+           (TI ? (size_t)(GDN_CC * (GDN_CC + 4) + 3 * 16 * 17) * 4 : 0);
 }
 
 /* MB: blocks per SM the register allocation must allow (2: 128 registers, a few spills of the
- * solve's column; 1: no spills, one block of 8 warps per SM) */
-template <int DK, int MB = 2>
+ * solve's column; 1: no spills, one block of 8 warps per SM).
+ * TI (session 38, lab): instead of a forward substitution per right-hand-side column (a 64-long
+ * chain per thread; at 128 registers its column spills: ncu counted 2.1 M local requests per layer,
+ * 35 % of the kernel by its estimate), T = (I + A)^-1 is built once per chunk in shared memory (the
+ * four 16 x 16 diagonal blocks by substitution in warps 0-3, then the block rows below them as 16 x 16
+ * products) and each thread forms its column as rows of T times that column, with no chain between rows. */
+template <int DK, int MB = 2, int TI = 0>
 __global__ void __launch_bounds__(256, MB) k_gdn_chunk_prep(const gdn_chunk_args g) {
     constexpr int C = GDN_CC, LD = DK + 4, LA = C + 4;
     extern __shared__ float4 smem4[];
@@ -165,6 +171,81 @@ __global__ void __launch_bounds__(256, MB) k_gdn_chunk_prep(const gdn_chunk_args
     }
     if (tid == 0) g.ws.lam[(long)h * nch + n] = expf(gam[c - 1]);
     __syncthreads();
+    if constexpr (TI != 0) {
+        float *Ts = (float *)(gamd + C);  /* [C][LA] T = (I + A)^-1, lower triangular with a unit diagonal */
+        float *Ms = Ts + C * LA;          /* [3][16][17] a block row's partial products */
+        for (int i = tid; i < C * LA; i += blockDim.x) Ts[i] = 0.0f;
+        __syncthreads();
+        if (w < 4 && lane < 16) { /* diagonal block w, column lane: forward substitution on e_lane */
+            const int b0 = 16 * w;
+            float x[16];
+#pragma unroll
+            for (int i = 0; i < 16; i++) {
+                float s = i == lane ? 1.0f : 0.0f;
+#pragma unroll
+                for (int k = 0; k < i; k++) s = fmaf(-As[(b0 + i) * LA + b0 + k], x[k], s);
+                x[i] = s;
+            }
+#pragma unroll
+            for (int i = 0; i < 16; i++) Ts[(b0 + i) * LA + b0 + lane] = x[i];
+        }
+        __syncthreads();
+        /* block row I: T[I][J] = -T[I][I] sum_{K = J .. I-1} A[I][K] T[K][J] (thread: row r, column q of each block) */
+        const int r = tid >> 4, q = tid & 15;
+        for (int I = 1; I < 4; I++) {
+            for (int J = 0; J < I; J++) {
+                float s = 0.0f;
+                for (int K = J; K < I; K++)
+#pragma unroll
+                    for (int k = 0; k < 16; k++) s = fmaf(As[(16 * I + r) * LA + 16 * K + k], Ts[(16 * K + k) * LA + 16 * J + q], s);
+                Ms[(16 * J + r) * 17 + q] = s;
+            }
+            __syncthreads();
+            for (int J = 0; J < I; J++) {
+                float s = 0.0f;
+#pragma unroll
+                for (int k = 0; k < 16; k++) s = fmaf(Ts[(16 * I + r) * LA + 16 * I + k], Ms[(16 * J + k) * 17 + q], s);
+                Ts[(16 * I + r) * LA + 16 * J + q] = -s;
+            }
+            __syncthreads();
+        }
+        /* R = [beta e^gam K | beta V] in place of k^ and q^ (both dead now; the TI form needs DV == DK) */
+        for (int i = tid; i < C * DK; i += blockDim.x) {
+            int row = i / DK, d = i % DK;
+            ks[row * LD + d] *= bet[row] * expf(gam[row]);
+            qs[row * LD + d] = row < c ? bet[row] * __ldg(g.qkv + (long)(t0 + row) * CD + 2 * QK + h * g.DV + d) : 0.0f;
+        }
+        __syncthreads();
+        /* [W | U] = T R: warp w the rows 8 w .. 8 w + 7 (T's entries warp-uniform), lane the 8 columns 8 lane ..
+         * (W's for 8 lane < DK, U's past it); T is lower triangular, so j stops at the tile's last row */
+        constexpr int NCT = 2 * DK / 8;
+        static_assert(NCT <= 32, "one column tile per lane");
+        if (lane < NCT) {
+            const int i0 = 8 * w, c0 = 8 * lane;
+            const float *Rb = c0 < DK ? ks + c0 : qs + (c0 - DK);
+            float acc[8][8] = {};
+            for (int j = 0; j < i0 + 8; j++) {
+                float4 r0 = *(const float4 *)(Rb + j * LD), r1 = *(const float4 *)(Rb + j * LD + 4);
+#pragma unroll
+                for (int ii = 0; ii < 8; ii++) {
+                    float t = Ts[(i0 + ii) * LA + j];
+                    acc[ii][0] = fmaf(t, r0.x, acc[ii][0]); acc[ii][1] = fmaf(t, r0.y, acc[ii][1]);
+                    acc[ii][2] = fmaf(t, r0.z, acc[ii][2]); acc[ii][3] = fmaf(t, r0.w, acc[ii][3]);
+                    acc[ii][4] = fmaf(t, r1.x, acc[ii][4]); acc[ii][5] = fmaf(t, r1.y, acc[ii][5]);
+                    acc[ii][6] = fmaf(t, r1.z, acc[ii][6]); acc[ii][7] = fmaf(t, r1.w, acc[ii][7]);
+                }
+            }
+            float *dst = c0 < DK ? g.ws.W + ((long)h * g.T + t0) * DK + c0 : g.ws.U + ((long)h * g.T + t0) * g.DV + (c0 - DK);
+            const long ld = c0 < DK ? DK : g.DV;
+#pragma unroll
+            for (int ii = 0; ii < 8; ii++)
+                if (i0 + ii < c) {
+                    *(float4 *)(dst + (long)(i0 + ii) * ld) = make_float4(acc[ii][0], acc[ii][1], acc[ii][2], acc[ii][3]);
+                    *(float4 *)(dst + (long)(i0 + ii) * ld + 4) = make_float4(acc[ii][4], acc[ii][5], acc[ii][6], acc[ii][7]);
+                }
+        }
+        return;
+    }
     /* forward substitution, one right-hand-side column per thread: columns [0, DK) are
      * beta e^gam k^ (-> W), columns [DK, DK + DV) are beta v (-> U) */
     for (int col = tid; col < DK + g.DV; col += blockDim.x) {
