@@ -435,6 +435,14 @@ static void tests_gdn_scan_tc(void) {
     qwen_model_free_synthetic(m);
     test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_GDN_SCAN", "tc", "fp32", "the tensor-core GDN scan", 0);
     test_switch_equal("qwen3.6-35b-a3b-L4", 301, 12, "LILAC_CUDA_GDN_SCAN", "tc", "fp32", "the tensor-core GDN scan, odd prompt", 0);
+    /* the chunk prep's T = (I + A)^-1 form (the default) against the substitution per column */
+    if (qwen_model_synthetic("qwen3.6-35b-a3b-L4", 21, &m) == LL_OK) {
+        INFO_UNDER(m, gdn_prep_ti, on, "", "GDN_PREP=sub", "GDN_PREP_MB=1");
+        check(on[0] == 1 && on[1] == 0 && on[2] == 0, "L4: the GDN prep's T form is on by default (%ld), off with =sub (%ld) and with PREP_MB=1 (%ld)",
+              on[0], on[1], on[2]);
+        qwen_model_free_synthetic(m);
+    }
+    test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_GDN_PREP", "ti", "sub", "the GDN prep's T form", 0);
 #ifdef HAVE_CPU_BACKEND
     /* the default (tc) meets the reference in the suite's first tests; here the other scan does */
     setenv("LILAC_CUDA_GDN_SCAN", "fp32", 1);
