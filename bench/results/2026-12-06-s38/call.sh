@@ -1,7 +1,7 @@
 #!/bin/bash
 # Session 38's adaptive call (carry [".cuda-wt/x.tar.xz"]; timeout_s 420-480). Bundle: `
 # LAB="gdn_chunk" dev/gpu_bundle.sh && mv .cuda-wt/b.tar.xz .cuda-wt/x.tar.xz` after the build (with fixtures).
-# On an H200: the deterministic digest (must be 0484359cbb1c2cd5 since the tc scan became the default; e37949b3c33931b9 before), then the benchmark of record
+# On an H200: the deterministic digest (must be a0f5c154b4eafd0d: the tc scan and the T-form prep; e37949b3c33931b9 before session 38), then the benchmark of record
 # (session 37's call.sh, the same bundle layout). Then, on any card, each only if asked:
 #   LAB=1  the GDN chunk lab (fp32 scan vs the 3xTF32 tensor-core scans, errors vs fp64, times at T=4096)
 #   GT=a,b gpu_test a, then gpu_test b (e.g. --scan,--tail)
