@@ -105,23 +105,18 @@ static void case_free(gdn_case &c) {
 
 /* the chunked path's scan: 0 the fp32 k_gdn_chunk_scan, 1.. k_gdn_chunk_scan_tc (3xTF32 tensor cores) with the
  * flags g_tcf[g_tc] */
-static const int g_tcf[] = {0, 0, GTC_PS, GTC_PS | GTC_SA, GTC_SA, GTC_PS | GTC_SA, GTC_PS | GTC_SA};
-static const int g_tip[] = {0, 0, 0, 0, 0, 1, 1}; /* k_gdn_chunk_prep's TI form (T = (I + A)^-1, then T R) */
-static const int g_tnw[] = {8, 8, 8, 8, 8, 8, 16}; /* the tc scan's warps per block (16: DK >= 64 only) */
-static const char *g_tcn[] = {"chunked     ", "chunked tc  ", "tc ps       ", "tc ps+sa    ", "tc sa       ", "ps+sa, ti   ", "ti, 16 warps"};
-#define GTC_N 7
+static const int g_tcf[] = {0, 0, GTC_PS, GTC_PS | GTC_SA, GTC_SA, GTC_PS | GTC_SA};
+static const int g_tip[] = {0, 0, 0, 0, 0, 1}; /* k_gdn_chunk_prep's TI form (T = (I + A)^-1, then T R) */
+static const char *g_tcn[] = {"chunked     ", "chunked tc  ", "tc ps       ", "tc ps+sa    ", "tc sa       ", "ps+sa, ti   "};
+#define GTC_N 6
 static int g_tc;
-template <int DK, int F, int NW = 8> static void tc_attr() {
-    CK(cudaFuncSetAttribute(k_gdn_chunk_scan_tc<DK, F, NW>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_scan_tc_smem_bytes<DK, F>()));
+template <int DK, int F> static void tc_attr() {
+    CK(cudaFuncSetAttribute(k_gdn_chunk_scan_tc<DK, F>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_scan_tc_smem_bytes<DK, F>()));
 }
-template <int DK, int F, int NW = 8> static void tc_launch(const gdn_chunk_args &ca, int HV, int DV) {
-    k_gdn_chunk_scan_tc<DK, F, NW><<<dim3(HV, DV / 32), 32 * NW, gdn_scan_tc_smem_bytes<DK, F>()>>>(ca);
+template <int DK, int F> static void tc_launch(const gdn_chunk_args &ca, int HV, int DV) {
+    k_gdn_chunk_scan_tc<DK, F><<<dim3(HV, DV / 32), 256, gdn_scan_tc_smem_bytes<DK, F>()>>>(ca);
 }
 template <int DK> static void tc_launch_v(int v, const gdn_chunk_args &ca, int HV, int DV) {
-    if (g_tnw[v] == 16) {
-        if constexpr (DK >= 64) tc_launch<DK, GTC_PS | GTC_SA, 16>(ca, HV, DV);
-        return;
-    }
     switch (g_tcf[v]) {
     case 0: tc_launch<DK, 0>(ca, HV, DV); break;
     case GTC_PS: tc_launch<DK, GTC_PS>(ca, HV, DV); break;
@@ -188,7 +183,6 @@ static void run_case(const char *name, int T, int HK, int HV, int call, int tile
     printf("%-40s token-serial: o %.2e (max %.1e) S %.2e  classes %.1e %.1e %.1e %.1e\n", name, es.o_rel, es.o_max, es.s_rel,
            es.cls[0], es.cls[1], es.cls[2], es.cls[3]);
     for (int tc = 0; tc < GTC_N; tc++) { /* the fp32 scan, then the tensor-core scans: each a case of its own */
-        if (g_tnw[tc] == 16 && DK < 64) continue; /* 16 warps: 4 x 4 phase-3 tiles need DK >= 64 */
         g_tc = tc;
         errs ec = run_kernel<DK>(c, true, call, oref, S);
         int pass = es.o_rel < 1e-5 && ec.o_rel < 1e-5 && ec.s_rel < 1e-5;
@@ -253,7 +247,6 @@ int main() {
     tc_attr<32, GTC_PS>(); tc_attr<64, GTC_PS>(); tc_attr<128, GTC_PS>();
     tc_attr<32, GTC_PS | GTC_SA>(); tc_attr<64, GTC_PS | GTC_SA>(); tc_attr<128, GTC_PS | GTC_SA>();
     tc_attr<32, GTC_SA>(); tc_attr<64, GTC_SA>(); tc_attr<128, GTC_SA>();
-    tc_attr<64, GTC_PS | GTC_SA, 16>(); tc_attr<128, GTC_PS | GTC_SA, 16>();
     tc_attr<128, GTC_PS | GTC_SA | GTC_D1>(); tc_attr<128, GTC_PS | GTC_SA | GTC_DF>(); tc_attr<128, GTC_PS | GTC_SA | GTC_D1 | GTC_DF>();
     const float spread[4] = {-1e-3f, -0.1f, -3.0f, -20.0f}, slow[4] = {-1e-4f, -1e-3f, -1e-2f, -0.05f};
     if (getenv("GDN_LAB_TIME_ONLY")) { /* the timings alone (e.g. under ncu: the first launches are the 35B's) */

@@ -504,14 +504,12 @@ template <int DK, int F> static inline size_t gdn_scan_tc_smem_bytes() {
     return f * 4;
 }
 
-/* NW: warps per block (8; 16 for DK >= 64 halves each warp's share: twice the warps to hide the fetch) */
-template <int DK, int F, int NW = 8>
-__global__ void __launch_bounds__(32 * NW, 1) k_gdn_chunk_scan_tc(const gdn_chunk_args g) {
+template <int DK, int F>
+__global__ void __launch_bounds__(256, 1) k_gdn_chunk_scan_tc(const gdn_chunk_args g) {
     constexpr bool PS = F & GTC_PS, SA = F & GTC_SA, D1 = F & GTC_D1, DF = F & GTC_DF;
     constexpr int C = GDN_CC, BV = 32, LQ = DK + 4, LK = DK + 8, LP = C + 4, LU = BV + 8, LS = BV + 8;
-    constexpr int NT = 32 * NW, NS1 = 16 / NW;      /* threads; phases 1-2: n8 tiles per warp (4 m16 x 4 n8 tiles) */
-    constexpr int MT3 = DK / 16, NT3 = 4 * MT3 / NW; /* phase 3: m16 tiles, n8 tiles per warp */
-    static_assert(GDN_CC * (DK / 4) % NT == 0 && NT3 >= 1 && NS1 >= 1 && (4 * MT3) % NW == 0, "shapes");
+    constexpr int MT3 = DK / 16, NT3 = 4 * MT3 / 8; /* phase 3: m16 tiles, n8 tiles per warp */
+    static_assert(GDN_CC * (DK / 4) % 256 == 0 && NT3 >= 1, "shapes");
     extern __shared__ float4 smem4[];
     float *Qs = (float *)smem4;     /* [C][LQ] Q_dec */
     float *Ws = Qs + C * LQ;        /* [C][LQ] W */
@@ -525,7 +523,7 @@ __global__ void __launch_bounds__(32 * NW, 1) k_gdn_chunk_scan_tc(const gdn_chun
     const int gq = lane >> 2, tq = lane & 3;
     const int r = g.HV / g.HK, kh = g.tiled ? h % g.HK : h / r;
     const int QK = g.HK * DK, CD = 2 * QK + g.HV * g.DV, VD = g.HV * g.DV, nch = (g.T + C - 1) / C;
-    const int m1 = 16 * (w & 3), n1 = 8 * NS1 * (w >> 2);       /* phases 1-2: this warp's 16 x 8 NS1 tile */
+    const int m1 = 16 * (w & 3), n1 = 16 * (w >> 2);            /* phases 1-2: this warp's 16 x 16 tile */
     const int m3 = 16 * (w % MT3), n3 = 8 * NT3 * (w / MT3);    /* phase 3: rows m3 .. + 16, cols n3 .. + 8 NT3 */
     /* element e of a D fragment of n8 tile s in a tile at (m, n): row m + g + 8 (e / 2), col n + 8 s + 2 t + e % 2 */
 #define GTC_AT(ld, m, n, s, e) ((m) + gq + 8 * ((e) >> 1)) * (ld) + (n) + 8 * (s) + 2 * tq + ((e) & 1)
@@ -543,7 +541,7 @@ __global__ void __launch_bounds__(32 * NW, 1) k_gdn_chunk_scan_tc(const gdn_chun
         for (int i = tid; i < DK * BV; i += blockDim.x) Ss[(i / BV) * LS + i % BV] = Sg[(long)(i / BV) * g.DV + i % BV];
     }
     /* the next chunk's inputs in registers while this one is computed, as k_gdn_chunk_scan */
-    constexpr int NQ = C * (DK / 4) / NT, NP = C * (C / 4) / NT, NU = C * BV / NT;
+    constexpr int NQ = C * (DK / 4) / 256, NP = C * (C / 4) / 256, NU = C * BV / 256;
     float4 rq[NQ], rk[NQ], rw[NQ], rp[NP];
     float ru[NU];
     auto fetch = [&](int n) {
@@ -551,7 +549,7 @@ __global__ void __launch_bounds__(32 * NW, 1) k_gdn_chunk_scan_tc(const gdn_chun
         const float *Pn = g.ws.P + ((long)h * nch + n) * C * C;
 #pragma unroll
         for (int u = 0; u < NQ; u++) {
-            int i = tid + NT * u, row = i / (DK / 4), c4 = i % (DK / 4);
+            int i = tid + 256 * u, row = i / (DK / 4), c4 = i % (DK / 4);
             float4 q4 = make_float4(0.f, 0.f, 0.f, 0.f), k4 = q4, w4 = q4;
             if (row < c) {
                 long t = t0 + row;
@@ -567,31 +565,31 @@ __global__ void __launch_bounds__(32 * NW, 1) k_gdn_chunk_scan_tc(const gdn_chun
         }
 #pragma unroll
         for (int u = 0; u < NP; u++) {
-            int i = tid + NT * u, row = i / (C / 4), c4 = i % (C / 4);
+            int i = tid + 256 * u, row = i / (C / 4), c4 = i % (C / 4);
             rp[u] = __ldg((const float4 *)(Pn + row * C) + c4);
         }
 #pragma unroll
         for (int u = 0; u < NU; u++) {
-            int i = tid + NT * u, row = i / BV, col = i % BV;
+            int i = tid + 256 * u, row = i / BV, col = i % BV;
             ru[u] = row < c ? __ldg(g.ws.U + ((long)h * g.T + t0 + row) * g.DV + j0 + col) : 0.0f;
         }
     };
     auto stash = [&]() {
 #pragma unroll
         for (int u = 0; u < NQ; u++) {
-            int i = tid + NT * u, row = i / (DK / 4), c4 = i % (DK / 4);
+            int i = tid + 256 * u, row = i / (DK / 4), c4 = i % (DK / 4);
             *(float4 *)(Qs + row * LQ + 4 * c4) = rq[u];
             *(float4 *)(Ws + row * LQ + 4 * c4) = rw[u];
             *(float4 *)(Ks + row * LK + 4 * c4) = rk[u];
         }
 #pragma unroll
         for (int u = 0; u < NP; u++) {
-            int i = tid + NT * u, row = i / (C / 4), c4 = i % (C / 4);
+            int i = tid + 256 * u, row = i / (C / 4), c4 = i % (C / 4);
             *(float4 *)(Ps + row * LP + 4 * c4) = rp[u];
         }
 #pragma unroll
         for (int u = 0; u < NU; u++) {
-            int i = tid + NT * u;
+            int i = tid + 256 * u;
             Us[(i / BV) * LU + i % BV] = ru[u];
         }
     };
@@ -619,14 +617,14 @@ __global__ void __launch_bounds__(32 * NW, 1) k_gdn_chunk_scan_tc(const gdn_chun
         __syncthreads();
         if (n + 1 < nch && (!DF || n == 0)) fetch(n + 1);
         /* phase 1: W S and Q_dec S over K = DK, sharing the S fragments */
-        float aw[NS1][4] = {}, aq[NS1][4] = {}, cw[NS1][4] = {}, cq[NS1][4] = {};
+        float aw[2][4] = {}, aq[2][4] = {}, cw[2][4] = {}, cq[2][4] = {};
 #pragma unroll 4
         for (int k0 = 0; k0 < DK; k0 += 8) {
             uint32_t wh[4], wl[4], qh[4], ql[4];
             gtc_lda(Ws, LQ, m1, k0, gq, tq, wh, wl);
             gtc_lda(Qs, LQ, m1, k0, gq, tq, qh, ql);
 #pragma unroll
-            for (int s = 0; s < NS1; s++) {
+            for (int s = 0; s < 2; s++) {
                 uint32_t bh[2], bl[2];
                 if constexpr (PS) {
                     bh[0] = Sh[(k0 + tq) * LS + n1 + 8 * s + gq]; bl[0] = Sl[(k0 + tq) * LS + n1 + 8 * s + gq];
@@ -640,7 +638,7 @@ __global__ void __launch_bounds__(32 * NW, 1) k_gdn_chunk_scan_tc(const gdn_chun
         }
         /* Vn = U - W S (this warp's tile only) */
 #pragma unroll
-        for (int s = 0; s < NS1; s++)
+        for (int s = 0; s < 2; s++)
 #pragma unroll
             for (int e = 0; e < 4; e++) {
                 int at = GTC_AT(LU, m1, n1, s, e);
@@ -655,14 +653,14 @@ __global__ void __launch_bounds__(32 * NW, 1) k_gdn_chunk_scan_tc(const gdn_chun
             uint32_t ph[4], pl[4];
             gtc_lda(Ps, LP, m1, k0, gq, tq, ph, pl);
 #pragma unroll
-            for (int s = 0; s < NS1; s++) {
+            for (int s = 0; s < 2; s++) {
                 uint32_t bh[2], bl[2];
                 ldb_v(k0, n1 + 8 * s, bh, bl);
                 mma3(aq[s], cq[s], ph, pl, bh, bl);
             }
         }
 #pragma unroll
-        for (int s = 0; s < NS1; s++)
+        for (int s = 0; s < 2; s++)
 #pragma unroll
             for (int hh = 0; hh < 2; hh++) {
                 int row = m1 + gq + 8 * hh;
