@@ -244,48 +244,48 @@ __global__ void __launch_bounds__(256, MB) k_gdn_chunk_prep(const gdn_chunk_args
                     *(float4 *)(dst + (long)(i0 + ii) * ld + 4) = make_float4(acc[ii][4], acc[ii][5], acc[ii][6], acc[ii][7]);
                 }
         }
-        return;
-    }
-    /* forward substitution, one right-hand-side column per thread: columns [0, DK) are
-     * beta e^gam k^ (-> W), columns [DK, DK + DV) are beta v (-> U) */
-    for (int col = tid; col < DK + g.DV; col += blockDim.x) {
-        float x[C];
-        if (col < DK) {
+    } else {
+        /* forward substitution, one right-hand-side column per thread: columns [0, DK) are
+         * beta e^gam k^ (-> W), columns [DK, DK + DV) are beta v (-> U) */
+        for (int col = tid; col < DK + g.DV; col += blockDim.x) {
+            float x[C];
+            if (col < DK) {
 #pragma unroll
-            for (int i = 0; i < C; i++) x[i] = bet[i] * expf(gam[i]) * ks[i * LD + col];
-        } else {
-            const float *vp = g.qkv + (long)t0 * CD + 2 * QK + h * g.DV + (col - DK);
+                for (int i = 0; i < C; i++) x[i] = bet[i] * expf(gam[i]) * ks[i * LD + col];
+            } else {
+                const float *vp = g.qkv + (long)t0 * CD + 2 * QK + h * g.DV + (col - DK);
 #pragma unroll
-            for (int i = 0; i < C; i++) x[i] = i < c ? bet[i] * __ldg(vp + (long)i * CD) : 0.0f;
-        }
-#pragma unroll
-        for (int i = 1; i < C; i++) {
-            /* four partial sums: the chain of dependent FMAs per row is i / 4 long, not i */
-            float a0 = x[i], a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
-#pragma unroll
-            for (int j = 0; j < (i & ~3); j += 4) {
-                float4 a4 = *(const float4 *)(As + i * LA + j);
-                a0 = fmaf(-a4.x, x[j], a0);
-                a1 = fmaf(-a4.y, x[j + 1], a1);
-                a2 = fmaf(-a4.z, x[j + 2], a2);
-                a3 = fmaf(-a4.w, x[j + 3], a3);
+                for (int i = 0; i < C; i++) x[i] = i < c ? bet[i] * __ldg(vp + (long)i * CD) : 0.0f;
             }
 #pragma unroll
-            for (int j = i & ~3; j < i; j++) a0 = fmaf(-As[i * LA + j], x[j], a0);
-            x[i] = (a0 + a1) + (a2 + a3);
-        }
-        if (col < DK) {
-            float *Wp = g.ws.W + ((long)h * g.T + t0) * DK + col;
+            for (int i = 1; i < C; i++) {
+                /* four partial sums: the chain of dependent FMAs per row is i / 4 long, not i */
+                float a0 = x[i], a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
 #pragma unroll
-            for (int i = 0; i < C; i++)
-                if (i < c) Wp[(long)i * DK] = x[i];
-        } else {
-            float *Up = g.ws.U + ((long)h * g.T + t0) * g.DV + (col - DK);
+                for (int j = 0; j < (i & ~3); j += 4) {
+                    float4 a4 = *(const float4 *)(As + i * LA + j);
+                    a0 = fmaf(-a4.x, x[j], a0);
+                    a1 = fmaf(-a4.y, x[j + 1], a1);
+                    a2 = fmaf(-a4.z, x[j + 2], a2);
+                    a3 = fmaf(-a4.w, x[j + 3], a3);
+                }
 #pragma unroll
-            for (int i = 0; i < C; i++)
-                if (i < c) Up[(long)i * g.DV] = x[i];
+                for (int j = i & ~3; j < i; j++) a0 = fmaf(-As[i * LA + j], x[j], a0);
+                x[i] = (a0 + a1) + (a2 + a3);
+            }
+            if (col < DK) {
+                float *Wp = g.ws.W + ((long)h * g.T + t0) * DK + col;
+#pragma unroll
+                for (int i = 0; i < C; i++)
+                    if (i < c) Wp[(long)i * DK] = x[i];
+            } else {
+                float *Up = g.ws.U + ((long)h * g.T + t0) * g.DV + (col - DK);
+#pragma unroll
+                for (int i = 0; i < C; i++)
+                    if (i < c) Up[(long)i * g.DV] = x[i];
+            }
         }
-    }
+    } /* TI */
 }
 
 template <int DK, int BV> static inline size_t gdn_scan_smem_bytes() {
