@@ -4,7 +4,7 @@
 # On an H200: the deterministic digest (must be a0f5c154b4eafd0d: the tc scan and the T-form prep; e37949b3c33931b9 before session 38), then the benchmark of record
 # (session 37's call.sh, the same bundle layout). Then, on any card, each only if asked:
 #   LAB=1  the GDN chunk lab (fp32 scan vs the 3xTF32 tensor-core scans, errors vs fp64, times at T=4096)
-#   GT=a,b gpu_test a, then gpu_test b (e.g. --scan,--tail)
+#   GT=a,b gpu_test a, then gpu_test b (e.g. --scan,--tail; main: the suite without its sk and steps parts)
 #   NCU="regex:K ..." ncu --set full of the lab's first launch of each kernel K (its timings only)
 #   V=...  dev/ab_bench.sh of $V (quick bench; its raw outputs carry the prefill figures too)
 # Everything goes into $OUT/s38.tgz.
@@ -13,9 +13,10 @@ rm -rf $B $W; mkdir -p $B $W; tar xJf ${BX:-.cuda-wt/x.tar.xz} -C $B
 export LD_LIBRARY_PATH=$B/lib
 g=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); echo "gpu: $g" | tee $W/gpu.txt
 pk() { tar czf $OUT/s38.tgz -C $W .; }
-if echo "$g" | grep -q H200; then  # the record first; then whatever LAB / GT / V ask for, as on other cards
+if echo "$g" | grep -q H200; then  # the record first; then LAB / V as asked (GT only with GT200=1: the call's time)
   V=none bash $R/bench/results/2026-12-06-s37/call.sh; cp $OUT/s37.tgz $W/ 2>/dev/null; pk
   export LD_LIBRARY_PATH=$B/lib
+  [ -z "$GT200" ] && GT=
 fi
 cd $B
 [ -n "$LAB" ] && timeout 120 ./lab/gdn_chunk 2>&1 | tee $W/lab_gdn_chunk.txt | tail -${LABTAIL:-8}
@@ -27,7 +28,10 @@ if [ -n "$NCU" ]; then  # NCU="regex:k_gdn_chunk_prep regex:scan_tc": one ncu --
   done
 fi
 for a in ${GT//,/ }; do  # GT="--fixtures,--tail": one gpu_test run each
-  LILAC_SHARED=$B/shared timeout ${GTTO:-200} ./gpu_test $a > $W/gpu_test$a.txt 2>&1; echo "gpu_test $a rc=$?"
+  if [ "$a" = main ]; then  # the suite without the split-K and steps parts (README's first half)
+    GPU_TEST_NO_SK=1 GPU_TEST_NO_STEPS=1 LILAC_SHARED=$B/shared timeout ${GTTO:-200} ./gpu_test > $W/gpu_test$a.txt 2>&1
+  else LILAC_SHARED=$B/shared timeout ${GTTO:-200} ./gpu_test $a > $W/gpu_test$a.txt 2>&1; fi
+  echo "gpu_test $a rc=$?"
   grep -E "^not ok|^# " $W/gpu_test$a.txt | tail -20
 done
 if [ -n "$V" ] && [ "$V" != none ]; then
