@@ -2,19 +2,23 @@
  * k_gdn_chunk.cuh — chunked Gated DeltaNet prefill (the WY / UT form, qwen35-moe-spec.md §5.6), in
  * two kernels so that only the state carry is serial:
  *
- *   k_gdn_chunk_prep<DK>: grid (n_chunks, HV), block 256. Everything that depends only on one
+ *   k_gdn_chunk_prep<DK, MB, TI>: grid (n_chunks, HV), block 256. Everything that depends only on one
  *     chunk of C = 64 tokens of one v head, all chunks in parallel: L2 norms of q and k, beta =
  *     sigmoid(b), log-decay g = ssm_a * softplus(a + dt_bias), its in-chunk prefix sum gam,
  *       A = strictlower(beta_i (k_i . k_j) e^(gam_i - gam_j)),  P = lower_incl((q_i . k_j) e^(gam_i - gam_j)),
- *       [W | U] = (I + A)^-1 [beta e^gam K | beta V]          (forward substitution, one column per thread)
- *     and the row factors that turn the raw conv output into Q_dec = q^ e^gam (fq) and
- *     K_dec = k^ e^(gam_last - gam) (fk), and lambda = e^gam_last.
+ *       [W | U] = (I + A)^-1 [beta e^gam K | beta V]
+ *     (TI, the default where DV == DK: T = (I + A)^-1 built once, then T R in register tiles; else a
+ *     forward substitution per column) and the row factors that turn the raw conv output into
+ *     Q_dec = q^ e^gam (fq) and K_dec = k^ e^(gam_last - gam) (fk), and lambda = e^gam_last.
  *   k_gdn_chunk_scan<DK, BV>: grid (HV, DV / BV), block 256. The serial pass over the chunks for BV
  *     value columns of one head, the state slice S[DK][BV] in shared memory:
  *       Vn = U - W S;   O = Q_dec S + P Vn;   S = lambda S + K_dec^T Vn.
+ *   k_gdn_chunk_scan_tc<DK, F> (the default since session 38): the same pass on tensor cores, in
+ *     3xTF32 (below).
  *
  * All arithmetic is fp32 (the state semantics of the token-serial k_gdn_step are kept; the chunked
- * form is the same recurrence reassociated) except the prefix sums gam, which are fp64: in a strongly
+ * form is the same recurrence reassociated; the tensor-core scan's 3xTF32 products carry ~2^-22 of
+ * each product, a few fp32 ulps) except the prefix sums gam, which are fp64: in a strongly
  * decaying head gam reaches -64 |g| within a chunk, and e^(gam_i - gam_j) from fp32 prefix sums
  * carries an absolute exponent error of ~|gam| 2^-24 (1e-5 at gam = -200: a 1e-5 relative error in
  * a decay factor the token-serial scan gets to 1e-7; dev/kernels/gdn_chunk_emu.c measures it). The
