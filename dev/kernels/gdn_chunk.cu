@@ -105,10 +105,11 @@ static void case_free(gdn_case &c) {
 
 /* the chunked path's scan: 0 the fp32 k_gdn_chunk_scan, 1.. k_gdn_chunk_scan_tc (3xTF32 tensor cores) with the
  * flags g_tcf[g_tc] */
-static const int g_tcf[] = {0, 0, GTC_PS, GTC_PS | GTC_SA, GTC_SA, GTC_PS | GTC_SA};
-static const int g_tip[] = {0, 0, 0, 0, 0, 1}; /* k_gdn_chunk_prep's TI form (T = (I + A)^-1, then T R) */
-static const char *g_tcn[] = {"chunked     ", "chunked tc  ", "tc ps       ", "tc ps+sa    ", "tc sa       ", "ps+sa, ti   "};
-#define GTC_N 6
+#define GTC_LSF (GTC_PS | GTC_SA | GTC_LS)
+static const int g_tcf[] = {0, 0, GTC_PS, GTC_PS | GTC_SA, GTC_SA, GTC_PS | GTC_SA, GTC_LSF};
+static const int g_tip[] = {0, 0, 0, 0, 0, 1, 1}; /* k_gdn_chunk_prep's TI form (T = (I + A)^-1, then T R) */
+static const char *g_tcn[] = {"chunked     ", "chunked tc  ", "tc ps       ", "tc ps+sa    ", "tc sa       ", "ps+sa, ti   ", "ps+sa+ls, ti"};
+#define GTC_N 7
 static int g_tc;
 template <int DK, int F> static void tc_attr() {
     CK(cudaFuncSetAttribute(k_gdn_chunk_scan_tc<DK, F>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_scan_tc_smem_bytes<DK, F>()));
@@ -122,6 +123,7 @@ template <int DK> static void tc_launch_v(int v, const gdn_chunk_args &ca, int H
     case GTC_PS: tc_launch<DK, GTC_PS>(ca, HV, DV); break;
     case GTC_PS | GTC_SA: tc_launch<DK, GTC_PS | GTC_SA>(ca, HV, DV); break;
     case GTC_SA: tc_launch<DK, GTC_SA>(ca, HV, DV); break;
+    case GTC_LSF: tc_launch<DK, GTC_LSF>(ca, HV, DV); break;
     }
 }
 
@@ -226,6 +228,8 @@ static void run_time() {
     float df = lab_time_ms([&](int) { tc_launch<128, GTC_PS | GTC_SA | GTC_DF>(ca, c.HV, c.DV); }, 10);
     float d2 = lab_time_ms([&](int) { tc_launch<128, GTC_PS | GTC_SA | GTC_D1 | GTC_DF>(ca, c.HV, c.DV); }, 10);
     printf("    diag ps+sa: 1xTF32 %.3f ms, no fetch %.3f ms, both %.3f ms\n", d1, df, d2);
+    float dl = lab_time_ms([&](int) { tc_launch<128, GTC_LSF | GTC_DF>(ca, c.HV, c.DV); }, 10);
+    printf("    diag ps+sa+ls: no fetch %.3f ms\n", dl);
     /* prep alone: the substitution per column vs T = (I + A)^-1 then T R */
     float p0 = lab_time_ms([&](int) { k_gdn_chunk_prep<128><<<dim3(nch, c.HV), 256, gdn_prep_smem_bytes<128>()>>>(ca); }, 10);
     float p1 = lab_time_ms([&](int) { k_gdn_chunk_prep<128, 2, 1><<<dim3(nch, c.HV), 256, gdn_prep_smem_bytes<128, 1>()>>>(ca); }, 10);
@@ -247,6 +251,8 @@ int main() {
     tc_attr<32, GTC_PS>(); tc_attr<64, GTC_PS>(); tc_attr<128, GTC_PS>();
     tc_attr<32, GTC_PS | GTC_SA>(); tc_attr<64, GTC_PS | GTC_SA>(); tc_attr<128, GTC_PS | GTC_SA>();
     tc_attr<32, GTC_SA>(); tc_attr<64, GTC_SA>(); tc_attr<128, GTC_SA>();
+    tc_attr<32, GTC_LSF>(); tc_attr<64, GTC_LSF>(); tc_attr<128, GTC_LSF>();
+    tc_attr<128, GTC_LSF | GTC_DF>();
     tc_attr<128, GTC_PS | GTC_SA | GTC_D1>(); tc_attr<128, GTC_PS | GTC_SA | GTC_DF>(); tc_attr<128, GTC_PS | GTC_SA | GTC_D1 | GTC_DF>();
     const float spread[4] = {-1e-3f, -0.1f, -3.0f, -20.0f}, slow[4] = {-1e-4f, -1e-3f, -1e-2f, -0.05f};
     if (getenv("GDN_LAB_TIME_ONLY")) { /* the timings alone (e.g. under ncu: the first launches are the 35B's) */

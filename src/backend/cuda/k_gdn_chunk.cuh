@@ -485,6 +485,24 @@ __device__ __forceinline__ void gtc_lda_t(const float *X, int ld, int m0, int k0
     gtc_split(X[(k0 + t + 4) * ld + m0 + g], ah[2], al[2]);
     gtc_split(X[(k0 + t + 4) * ld + m0 + g + 8], ah[3], al[3]);
 }
+/* gtc_lda with row r0 + g scaled by s0 and row r0 + g + 8 by s1 (__fmul_rn: the product rounded once, as a
+ * stored product would be, never contracted into the split's subtraction) */
+__device__ __forceinline__ void gtc_lda_s(const float *X, int ld, int r0, int k0, int g, int t, float s0, float s1, uint32_t ah[4],
+                                          uint32_t al[4]) {
+    gtc_split(__fmul_rn(X[(r0 + g) * ld + k0 + t], s0), ah[0], al[0]);
+    gtc_split(__fmul_rn(X[(r0 + g + 8) * ld + k0 + t], s1), ah[1], al[1]);
+    gtc_split(__fmul_rn(X[(r0 + g) * ld + k0 + t + 4], s0), ah[2], al[2]);
+    gtc_split(__fmul_rn(X[(r0 + g + 8) * ld + k0 + t + 4], s1), ah[3], al[3]);
+}
+/* gtc_lda_t with X's row k scaled by f[k] */
+__device__ __forceinline__ void gtc_lda_ts(const float *X, int ld, int m0, int k0, int g, int t, const float *f, uint32_t ah[4],
+                                           uint32_t al[4]) {
+    float f0 = f[k0 + t], f1 = f[k0 + t + 4];
+    gtc_split(__fmul_rn(X[(k0 + t) * ld + m0 + g], f0), ah[0], al[0]);
+    gtc_split(__fmul_rn(X[(k0 + t) * ld + m0 + g + 8], f0), ah[1], al[1]);
+    gtc_split(__fmul_rn(X[(k0 + t + 4) * ld + m0 + g], f1), ah[2], al[2]);
+    gtc_split(__fmul_rn(X[(k0 + t + 4) * ld + m0 + g + 8], f1), ah[3], al[3]);
+}
 /* B fragment (8 x 8; element (k, n) is X[k][n], stride ld) at rows k0 .., cols n0 .. */
 __device__ __forceinline__ void gtc_ldb(const float *X, int ld, int k0, int n0, int g, int t, uint32_t bh[2], uint32_t bl[2]) {
     gtc_split(X[(k0 + t) * ld + n0 + g], bh[0], bl[0]);
@@ -501,16 +519,22 @@ __device__ __forceinline__ void gtc_ldb(const float *X, int ld, int k0, int n0, 
 #define GTC_SA 2
 #define GTC_D1 4
 #define GTC_DF 8
+/* GTC_LS: the fetch stores q and k as loaded and the rows' factors fq / fk beside them; the fragments
+ * apply them. Why: scaling in the fetch made every warp wait there for the loads (the multiply needs
+ * them) before phase 1 could start, so the next chunk's load latency was paid on every chunk (the lab's
+ * no-fetch diagnostic: 0.42 vs 0.70 ms). The same products, rounded once each: the same bits. */
+#define GTC_LS 32
 
 template <int DK, int F> static inline size_t gdn_scan_tc_smem_bytes() {
     size_t f = 2 * GDN_CC * (DK + 4) + GDN_CC * (DK + 8) + GDN_CC * (GDN_CC + 4) + GDN_CC * 40;
     f += (F & GTC_PS) ? 2 * (size_t)GDN_CC * 40 + 2 * (size_t)DK * 40 : (size_t)DK * 40;
+    f += (F & GTC_LS) ? 2 * (size_t)GDN_CC : 0;
     return f * 4;
 }
 
 template <int DK, int F>
 __global__ void __launch_bounds__(256, 1) k_gdn_chunk_scan_tc(const gdn_chunk_args g) {
-    constexpr bool PS = F & GTC_PS, SA = F & GTC_SA, D1 = F & GTC_D1, DF = F & GTC_DF;
+    constexpr bool PS = F & GTC_PS, SA = F & GTC_SA, D1 = F & GTC_D1, DF = F & GTC_DF, LSC = F & GTC_LS;
     constexpr int C = GDN_CC, BV = 32, LQ = DK + 4, LK = DK + 8, LP = C + 4, LU = BV + 8, LS = BV + 8;
     constexpr int MT3 = DK / 16, NT3 = 4 * MT3 / 8; /* phase 3: m16 tiles, n8 tiles per warp */
     static_assert(GDN_CC * (DK / 4) % 256 == 0 && NT3 >= 1, "shapes");
@@ -523,6 +547,7 @@ __global__ void __launch_bounds__(256, 1) k_gdn_chunk_scan_tc(const gdn_chunk_ar
     float *Ss = Us + C * LU;        /* [DK][LS] state slice (not PS) */
     uint32_t *Vh = (uint32_t *)Ss, *Vl = Vh + C * LU;   /* PS: [C][LU] Vn split */
     uint32_t *Sh = Vl + C * LU, *Sl = Sh + DK * LS;     /* PS: [DK][LS] state split */
+    float *Fq = PS ? (float *)(Sl + DK * LS) : Ss + DK * LS, *Fk = Fq + C; /* LSC: [C] each, the rows' fq / fk */
     const int h = blockIdx.x, j0 = blockIdx.y * BV, tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
     const int gq = lane >> 2, tq = lane & 3;
     const int r = g.HV / g.HK, kh = g.tiled ? h % g.HK : h / r;
@@ -547,7 +572,7 @@ __global__ void __launch_bounds__(256, 1) k_gdn_chunk_scan_tc(const gdn_chunk_ar
     /* the next chunk's inputs in registers while this one is computed, as k_gdn_chunk_scan */
     constexpr int NQ = C * (DK / 4) / 256, NP = C * (C / 4) / 256, NU = C * BV / 256;
     float4 rq[NQ], rk[NQ], rw[NQ], rp[NP];
-    float ru[NU];
+    float ru[NU], rfq = 0.0f, rfk = 0.0f;
     auto fetch = [&](int n) {
         const int t0 = n * C, c = min(C, g.T - t0);
         const float *Pn = g.ws.P + ((long)h * nch + n) * C * C;
@@ -562,10 +587,16 @@ __global__ void __launch_bounds__(256, 1) k_gdn_chunk_scan_tc(const gdn_chunk_ar
                 q4 = __ldg((const float4 *)(base + kh * DK) + c4);
                 k4 = __ldg((const float4 *)(base + QK + kh * DK) + c4);
                 w4 = __ldg((const float4 *)(g.ws.W + ((long)h * g.T + t) * DK) + c4);
-                q4.x *= fq; q4.y *= fq; q4.z *= fq; q4.w *= fq;
-                k4.x *= fk; k4.y *= fk; k4.z *= fk; k4.w *= fk;
+                if constexpr (!LSC) {
+                    q4.x *= fq; q4.y *= fq; q4.z *= fq; q4.w *= fq;
+                    k4.x *= fk; k4.y *= fk; k4.z *= fk; k4.w *= fk;
+                }
             }
             rq[u] = q4; rk[u] = k4; rw[u] = w4;
+        }
+        if constexpr (LSC) {
+            rfq = tid < c ? __ldg(g.ws.fq + (long)h * g.T + t0 + tid) : 0.0f;
+            rfk = tid < c ? __ldg(g.ws.fk + (long)h * g.T + t0 + tid) : 0.0f;
         }
 #pragma unroll
         for (int u = 0; u < NP; u++) {
@@ -579,6 +610,9 @@ __global__ void __launch_bounds__(256, 1) k_gdn_chunk_scan_tc(const gdn_chunk_ar
         }
     };
     auto stash = [&]() {
+        if constexpr (LSC) {
+            if (tid < C) { Fq[tid] = rfq; Fk[tid] = rfk; }
+        }
 #pragma unroll
         for (int u = 0; u < NQ; u++) {
             int i = tid + 256 * u, row = i / (DK / 4), c4 = i % (DK / 4);
@@ -622,11 +656,13 @@ __global__ void __launch_bounds__(256, 1) k_gdn_chunk_scan_tc(const gdn_chunk_ar
         if (n + 1 < nch && (!DF || n == 0)) fetch(n + 1);
         /* phase 1: W S and Q_dec S over K = DK, sharing the S fragments */
         float aw[2][4] = {}, aq[2][4] = {}, cw[2][4] = {}, cq[2][4] = {};
+        const float sq0 = LSC ? Fq[m1 + gq] : 1.0f, sq1 = LSC ? Fq[m1 + gq + 8] : 1.0f;
 #pragma unroll 4
         for (int k0 = 0; k0 < DK; k0 += 8) {
             uint32_t wh[4], wl[4], qh[4], ql[4];
             gtc_lda(Ws, LQ, m1, k0, gq, tq, wh, wl);
-            gtc_lda(Qs, LQ, m1, k0, gq, tq, qh, ql);
+            if constexpr (LSC) gtc_lda_s(Qs, LQ, m1, k0, gq, tq, sq0, sq1, qh, ql);
+            else gtc_lda(Qs, LQ, m1, k0, gq, tq, qh, ql);
 #pragma unroll
             for (int s = 0; s < 2; s++) {
                 uint32_t bh[2], bl[2];
@@ -683,7 +719,8 @@ __global__ void __launch_bounds__(256, 1) k_gdn_chunk_scan_tc(const gdn_chunk_ar
 #pragma unroll 2
             for (int k0 = 0; k0 < C; k0 += 8) {
                 uint32_t kh_[4], kl_[4];
-                gtc_lda_t(Ks, LK, m3, k0, gq, tq, kh_, kl_);
+                if constexpr (LSC) gtc_lda_ts(Ks, LK, m3, k0, gq, tq, Fk, kh_, kl_);
+                else gtc_lda_t(Ks, LK, m3, k0, gq, tq, kh_, kl_);
 #pragma unroll
                 for (int s = 0; s < NT3; s++) {
                     uint32_t bh[2], bl[2];
