@@ -415,6 +415,7 @@ static void test_att_cout_active(const char *preset) {
 #ifdef HAVE_CPU_BACKEND
 static void test_vs_cpu(const char *preset, int n, int chunk, int greedy);
 #endif
+static void test_switch_same_bits(const char *preset, int P, int D, const char *var, const char *on, const char *off, const char *what);
 
 /* The chunked GDN prefill scan on tensor cores (k_gdn_chunk_scan_tc, 3xTF32; the default since session 38,
  * LILAC_CUDA_GDN_SCAN=fp32 the fp32 scan): on by default and with =tc, off with =fp32 and for the
@@ -427,14 +428,17 @@ static void test_vs_cpu(const char *preset, int n, int chunk, int greedy);
 static void tests_gdn_scan_tc(void) {
     qwen_model *m = NULL;
     if (qwen_model_synthetic("qwen3.6-35b-a3b-L4", 21, &m) != LL_OK) { check(0, "synthetic: %s", ll_errmsg()); return; }
-    long on[4];
-    INFO_UNDER(m, gdn_scan_tc, on, "", "GDN_SCAN=tc", "GDN_SCAN=fp32", "GDN_SCAN=tc,GDN_CHUNK=0");
-    check(on[0] == 1 && on[1] == 1 && on[2] == 0 && on[3] == 0,
-          "L4: the tensor-core GDN scan is on by default (%ld) and with =tc (%ld), off for fp32 (%ld) and for the token-serial prefill (%ld)",
-          on[0], on[1], on[2], on[3]);
+    long on[5];
+    INFO_UNDER(m, gdn_scan_tc, on, "", "GDN_SCAN=tc", "GDN_SCAN=tc-early", "GDN_SCAN=fp32", "GDN_SCAN=tc,GDN_CHUNK=0");
+    check(on[0] == 2 && on[1] == 2 && on[2] == 1 && on[3] == 0 && on[4] == 0,
+          "L4: the tensor-core GDN scan is on by default (%ld) and with =tc (%ld), its early-scaled form with =tc-early (%ld), "
+          "off for fp32 (%ld) and for the token-serial prefill (%ld)", on[0], on[1], on[2], on[3], on[4]);
     qwen_model_free_synthetic(m);
     test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_GDN_SCAN", "tc", "fp32", "the tensor-core GDN scan", 0);
     test_switch_equal("qwen3.6-35b-a3b-L4", 301, 12, "LILAC_CUDA_GDN_SCAN", "tc", "fp32", "the tensor-core GDN scan, odd prompt", 0);
+    /* q and k scaled at fragment load (the default) or in the fetch: the same products, so the same bits */
+    test_switch_same_bits("qwen3.6-35b-a3b-L4", 300, 8, "LILAC_CUDA_GDN_SCAN", "tc", "tc-early", "the scan's late-scaled q and k");
+    test_switch_same_bits("qwen3.6-35b-a3b-L4", 301, 8, "LILAC_CUDA_GDN_SCAN", "tc", "tc-early", "the scan's late-scaled q and k, odd prompt");
     /* the chunk prep's T = (I + A)^-1 form (the default) against the substitution per column */
     if (qwen_model_synthetic("qwen3.6-35b-a3b-L4", 21, &m) == LL_OK) {
         INFO_UNDER(m, gdn_prep_ti, on, "", "GDN_PREP=sub", "GDN_PREP_MB=1");

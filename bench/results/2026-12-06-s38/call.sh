@@ -13,10 +13,11 @@ rm -rf $B $W; mkdir -p $B $W; tar xJf ${BX:-.cuda-wt/x.tar.xz} -C $B
 export LD_LIBRARY_PATH=$B/lib
 g=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); echo "gpu: $g" | tee $W/gpu.txt
 pk() { tar czf $OUT/s38.tgz -C $W .; }
-if echo "$g" | grep -q H200; then  # the record first; then LAB / V as asked (GT only with GT200=1: the call's time)
+if echo "$g" | grep -q H200; then  # the record first; then LAB as asked (GT / V only with GT200=1 / V200=1: the call's time)
   V=none bash $R/bench/results/2026-12-06-s37/call.sh; cp $OUT/s37.tgz $W/ 2>/dev/null; pk
   export LD_LIBRARY_PATH=$B/lib
   [ -z "$GT200" ] && GT=
+  [ -z "$V200" ] && V=
 fi
 cd $B
 [ -n "$LAB" ] && timeout 120 ./lab/gdn_chunk 2>&1 | tee $W/lab_gdn_chunk.txt | tail -${LABTAIL:-8}

@@ -253,7 +253,9 @@ struct cu_backend {
     int gemm_glu;                         /* LILAC_CUDA_GLU: MoE gate and up (routed and shared) as one k_gemm2 GM_GLU GEMM */
     int gdn_chunk;                        /* 1 (default): chunked GDN prefill (k_gdn_chunk.cuh);
                                            * LILAC_CUDA_GDN_CHUNK=0: the token-serial k_gdn_step */
-    int gdn_scan_tc;                      /* 1 (default): the chunked scan on tensor cores in 3xTF32 (k_gdn_chunk_scan_tc,
+    int gdn_scan_tc;                      /* 2 (default): the chunked scan on tensor cores in 3xTF32, q and k scaled at
+                                           * fragment load (GTC_LS: lab 0.692 -> 0.524 ms per layer, the same bits);
+                                           * LILAC_CUDA_GDN_SCAN=tc-early: 1, scaled in the fetch (k_gdn_chunk_scan_tc,
                                            * session 38: 1.42x the fp32 scan in the lab, 4K prefill +5.0 % in the engine on
                                            * an H100, the GPU tests' distances to the fp32 reference unchanged);
                                            * LILAC_CUDA_GDN_SCAN=fp32: k_gdn_chunk_scan */
@@ -1440,7 +1442,12 @@ static void prefill_chunk(cu_backend *b, cu_seq *s, int T, int want_last_logits)
                 /* 2 C^2 (DK + DV) for A, P, the solve; per chunk row, 2 (3 DK + C) DV for Vn, O, S */
                 prof_end(b, "p.gdn.chunk_prep", 0, 2.0 * T * HV * GDN_CC * (1.5 * DK + 0.5 * (DK + DV)));
                 prof_begin(b);
-                if (b->gdn_scan_tc) {
+                if (b->gdn_scan_tc == 2) { /* the late-scaled form (the default): the same bits, the fetch never waits */
+                    constexpr int F = GTC_PS | GTC_SA | GTC_LS;
+                    if (DK == 128) k_gdn_chunk_scan_tc<128, F><<<gs, 256, gdn_scan_tc_smem_bytes<128, F>(), b->st>>>(ca);
+                    else if (DK == 64) k_gdn_chunk_scan_tc<64, F><<<gs, 256, gdn_scan_tc_smem_bytes<64, F>(), b->st>>>(ca);
+                    else k_gdn_chunk_scan_tc<32, F><<<gs, 256, gdn_scan_tc_smem_bytes<32, F>(), b->st>>>(ca);
+                } else if (b->gdn_scan_tc) {
                     constexpr int F = GTC_PS | GTC_SA;
                     if (DK == 128) k_gdn_chunk_scan_tc<128, F><<<gs, 256, gdn_scan_tc_smem_bytes<128, F>(), b->st>>>(ca);
                     else if (DK == 64) k_gdn_chunk_scan_tc<64, F><<<gs, 256, gdn_scan_tc_smem_bytes<64, F>(), b->st>>>(ca);
@@ -2242,10 +2249,13 @@ static ll_status cu_init(cu_backend *b) {
     CU_TRY(cudaFuncSetAttribute(k_gdn_chunk_scan<64, 32>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_scan_smem_bytes<64, 32>()));
     CU_TRY(cudaFuncSetAttribute(k_gdn_chunk_scan<32, 32>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_scan_smem_bytes<32, 32>()));
     {
-        constexpr int F = GTC_PS | GTC_SA;
+        constexpr int F = GTC_PS | GTC_SA, FL = F | GTC_LS;
         CU_TRY(cudaFuncSetAttribute(k_gdn_chunk_scan_tc<128, F>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_scan_tc_smem_bytes<128, F>()));
         CU_TRY(cudaFuncSetAttribute(k_gdn_chunk_scan_tc<64, F>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_scan_tc_smem_bytes<64, F>()));
         CU_TRY(cudaFuncSetAttribute(k_gdn_chunk_scan_tc<32, F>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_scan_tc_smem_bytes<32, F>()));
+        CU_TRY(cudaFuncSetAttribute(k_gdn_chunk_scan_tc<128, FL>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_scan_tc_smem_bytes<128, FL>()));
+        CU_TRY(cudaFuncSetAttribute(k_gdn_chunk_scan_tc<64, FL>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_scan_tc_smem_bytes<64, FL>()));
+        CU_TRY(cudaFuncSetAttribute(k_gdn_chunk_scan_tc<32, FL>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_scan_tc_smem_bytes<32, FL>()));
     }
     CU_TRY(cudaFuncSetAttribute(k_gemv_tma<GT_Q4_K>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
     CU_TRY(cudaFuncSetAttribute(k_gemv_tma<GT_Q6_K>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
@@ -2570,7 +2580,10 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
      * recurrence in the lab (7e-7); the default since the GPU tests' tolerances were settled
      * (LILAC_CUDA_GDN_CHUNK=0: the token-serial scan) */
     b->gdn_chunk = !(getenv("LILAC_CUDA_GDN_CHUNK") && !atoi(getenv("LILAC_CUDA_GDN_CHUNK")));
-    b->gdn_scan_tc = !(getenv("LILAC_CUDA_GDN_SCAN") && !strcmp(getenv("LILAC_CUDA_GDN_SCAN"), "fp32"));
+    {
+        const char *sc = getenv("LILAC_CUDA_GDN_SCAN");
+        b->gdn_scan_tc = sc && !strcmp(sc, "fp32") ? 0 : sc && !strcmp(sc, "tc-early") ? 1 : 2;
+    }
     /* the GDN states double-buffered (session 36): k_lgdn reads one copy and writes the other, so it needs no
      * barrier between its blocks' reads of the old state and their write-backs (in place, that barrier cost
      * 1.4 % at 4K on an H200, session 35) */
@@ -2657,7 +2670,7 @@ extern "C" ll_status cuda_backend_info(ll_backend *be, cuda_info *out) {
     out->cout_pk = b->att_cout ? b->cout_pk : 0;
     out->fd_ph = b->att_cout && b->cout_pk == 2 && b->kv_q8 && b->fd_fg != 4 && b->fd_ns && b->fd_fused ? b->fd_ph : 0;
     out->cout_cl_launches = lean_attn_cl_launches();
-    out->gdn_scan_tc = b->gdn_scan_tc && b->gdn_chunk;
+    out->gdn_scan_tc = b->gdn_chunk ? b->gdn_scan_tc : 0;
     out->gdn_prep_ti = b->gdn_prep_ti && b->gdn_chunk && b->hp.gdn_v_dim == b->hp.gdn_k_dim;
     return LL_OK;
 }

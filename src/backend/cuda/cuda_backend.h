@@ -32,7 +32,8 @@ typedef struct cuda_info {
     int cout_pk;                  /* ATT_COUT's slices packed at load (LILAC_CUDA_COUT_PACK: 1, 2 as two copies; 0 off) */
     long cout_cl_launches;        /* launches of its cluster-merge form so far in this process (LILAC_CUDA_COUT_CL=1) */
     int fd_ph;                    /* flash decoding's partials as FP16 o / l for the two-copy cout form (LILAC_CUDA_FD_PH=1) */
-    int gdn_scan_tc;              /* 1: the chunked GDN prefill scan on tensor cores (the default; LILAC_CUDA_GDN_SCAN=fp32: off) */
+    int gdn_scan_tc;              /* the chunked GDN prefill scan on tensor cores: 2 (the default) q and k scaled at fragment load,
+                                   * 1 (LILAC_CUDA_GDN_SCAN=tc-early) in the fetch; 0 (=fp32) off */
     int gdn_prep_ti;              /* 1: the chunk prep's T = (I + A)^-1 form (the default where DV == DK; LILAC_CUDA_GDN_PREP=sub: off) */
     int gdn_db;                   /* 1: the GDN states double-buffered (the default; LILAC_CUDA_GDN_DB=0: one copy in place) */
     int graph_builds;             /* decode graphs captured so far (one per sequence that decoded or prefilled) */
