@@ -1229,62 +1229,43 @@ static void tests_graph_steps(void) {
     test_eager_graph("qwen3.6-35b-a3b-L4");
 }
 
+/* the real-weight fixtures vs HF, and tiny vs the CPU (`--fixtures`) */
+static void tests_fixtures(void) {
+#ifdef HAVE_LOADER
+    test_fixture("tiny", 64);
+    test_fixture("small", 128);
+#endif
+#ifdef HAVE_CPU_BACKEND
+    test_vs_cpu("tiny", 300, 64, 64);
+#endif
+}
+
+/* the suite's last tests (`--tail`: a device call whose suite ran out of time) */
+static void tests_tail(void) {
+    setenv("LILAC_CUDA_KV", "bf16", 1);
+    test_long("qwen3.6-35b-a3b-L4", 33000, 4096);
+    unsetenv("LILAC_CUDA_KV");
+    test_vs_ref("qwen3.6-35b-a3b-L4", 4, 3, 2);
+    test_lazy_equal("qwen3.6-35b-a3b-L4");
+}
+
 int main(int argc, char **argv) {
     int quick = argc > 1 && !strcmp(argv[1], "--quick");
     if (cuda_device_count() < 1) {
         printf("ok 1 # SKIP no CUDA device\n");
         return 0;
     }
-    if (argc > 1 && !strcmp(argv[1], "--cout")) {
-        tests_att_cout();
-        printf("# %d tests, %d failed\n", g_n, g_fail);
-        return g_fail ? 1 : 0;
-    }
-    if (argc > 1 && !strcmp(argv[1], "--gdnin")) {
-        tests_gdn_in();
-        printf("# %d tests, %d failed\n", g_n, g_fail);
-        return g_fail ? 1 : 0;
-    }
-    if (argc > 1 && !strcmp(argv[1], "--fixtures")) { /* the real-weight fixtures vs HF, and tiny vs the CPU */
-#ifdef HAVE_LOADER
-        test_fixture("tiny", 64);
-        test_fixture("small", 128);
-#endif
-#ifdef HAVE_CPU_BACKEND
-        test_vs_cpu("tiny", 300, 64, 64);
-#endif
-        printf("# %d tests, %d failed\n", g_n, g_fail);
-        return g_fail ? 1 : 0;
-    }
-    if (argc > 1 && !strcmp(argv[1], "--scan")) {
-        tests_gdn_scan_tc();
-        printf("# %d tests, %d failed\n", g_n, g_fail);
-        return g_fail ? 1 : 0;
-    }
-    if (argc > 1 && !strcmp(argv[1], "--steps")) {
-        tests_graph_steps();
-        printf("# %d tests, %d failed\n", g_n, g_fail);
-        return g_fail ? 1 : 0;
-    }
-    if (argc > 1 && !strcmp(argv[1], "--tail")) { /* the suite's last tests alone (a device call whose suite ran out of time) */
-        setenv("LILAC_CUDA_KV", "bf16", 1);
-        test_long("qwen3.6-35b-a3b-L4", 33000, 4096);
-        unsetenv("LILAC_CUDA_KV");
-        test_vs_ref("qwen3.6-35b-a3b-L4", 4, 3, 2);
-        test_lazy_equal("qwen3.6-35b-a3b-L4");
-        printf("# %d tests, %d failed\n", g_n, g_fail);
-        return g_fail ? 1 : 0;
-    }
-    if (argc > 1 && !strcmp(argv[1], "--pack")) {
-        tests_moe_pack();
-        printf("# %d tests, %d failed\n", g_n, g_fail);
-        return g_fail ? 1 : 0;
-    }
-    if (argc > 1 && !strcmp(argv[1], "--sk")) {
-        tests_moe_sk();
-        printf("# %d tests, %d failed\n", g_n, g_fail);
-        return g_fail ? 1 : 0;
-    }
+    /* one part of the suite alone (README: a device call's time does not hold the whole suite) */
+    static const struct { const char *flag; void (*run)(void); } parts[] = {
+        {"--cout", tests_att_cout}, {"--gdnin", tests_gdn_in},   {"--fixtures", tests_fixtures}, {"--scan", tests_gdn_scan_tc},
+        {"--steps", tests_graph_steps}, {"--tail", tests_tail}, {"--pack", tests_moe_pack},       {"--sk", tests_moe_sk},
+    };
+    for (size_t i = 0; argc > 1 && i < sizeof parts / sizeof *parts; i++)
+        if (!strcmp(argv[1], parts[i].flag)) {
+            parts[i].run();
+            printf("# %d tests, %d failed\n", g_n, g_fail);
+            return g_fail ? 1 : 0;
+        }
 #ifdef HAVE_LOADER
     test_fixture("tiny", 64);
     test_fixture("small", 128);
