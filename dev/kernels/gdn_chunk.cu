@@ -106,10 +106,12 @@ static void case_free(gdn_case &c) {
 /* the chunked path's scan: 0 the fp32 k_gdn_chunk_scan, 1.. k_gdn_chunk_scan_tc (3xTF32 tensor cores) with the
  * flags g_tcf[g_tc] */
 #define GTC_LSF (GTC_PS | GTC_SA | GTC_LS)
-static const int g_tcf[] = {0, 0, GTC_PS, GTC_PS | GTC_SA, GTC_SA, GTC_PS | GTC_SA, GTC_LSF};
-static const int g_tip[] = {0, 0, 0, 0, 0, 1, 1}; /* k_gdn_chunk_prep's TI form (T = (I + A)^-1, then T R) */
-static const char *g_tcn[] = {"chunked     ", "chunked tc  ", "tc ps       ", "tc ps+sa    ", "tc sa       ", "ps+sa, ti   ", "ps+sa+ls, ti"};
-#define GTC_N 7
+static const int g_tcf[] = {0, 0, GTC_PS, GTC_PS | GTC_SA, GTC_SA, GTC_PS | GTC_SA, GTC_LSF, GTC_LSF};
+/* k_gdn_chunk_prep's TI form (1: T = (I + A)^-1, then T R; 2: also K K^T and Q K^T on tensor cores) */
+static const int g_tip[] = {0, 0, 0, 0, 0, 1, 1, 2};
+static const char *g_tcn[] = {"chunked     ", "chunked tc  ", "tc ps       ", "tc ps+sa    ", "tc sa       ", "ps+sa, ti   ", "ps+sa+ls, ti",
+                              "default, ti2"};
+#define GTC_N 8
 static int g_tc;
 template <int DK, int F> static void tc_attr() {
     CK(cudaFuncSetAttribute(k_gdn_chunk_scan_tc<DK, F>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_scan_tc_smem_bytes<DK, F>()));
@@ -140,7 +142,8 @@ template <int DK> static void launch(gdn_case &c, bool chunked, int t0, int n) {
         int nch = (n + GDN_CC - 1) / GDN_CC;
         ws.fq = ws.P + (size_t)c.HV * nch * GDN_CC * GDN_CC; ws.fk = ws.fq + (size_t)c.HV * n; ws.lam = ws.fk + (size_t)c.HV * n;
         gdn_chunk_args ca = {q0, b0, a0, c.HV, c.d_dtb, c.d_sa, c.d_S, o0, ws, n, c.HK, c.HV, c.DV, c.tiled};
-        if (g_tip[g_tc]) k_gdn_chunk_prep<DK, 2, 1><<<dim3(nch, c.HV), 256, gdn_prep_smem_bytes<DK, 1>()>>>(ca);
+        if (g_tip[g_tc] == 2) k_gdn_chunk_prep<DK, 2, 2><<<dim3(nch, c.HV), 256, gdn_prep_smem_bytes<DK, 2>()>>>(ca);
+        else if (g_tip[g_tc]) k_gdn_chunk_prep<DK, 2, 1><<<dim3(nch, c.HV), 256, gdn_prep_smem_bytes<DK, 1>()>>>(ca);
         else k_gdn_chunk_prep<DK><<<dim3(nch, c.HV), 256, gdn_prep_smem_bytes<DK>()>>>(ca);
         if (g_tc) tc_launch_v<DK>(g_tc, ca, c.HV, c.DV);
         else k_gdn_chunk_scan<DK, 32><<<dim3(c.HV, c.DV / 32), 256, gdn_scan_smem_bytes<DK, 32>()>>>(ca);
@@ -233,7 +236,9 @@ static void run_time() {
     /* prep alone: the substitution per column vs T = (I + A)^-1 then T R */
     float p0 = lab_time_ms([&](int) { k_gdn_chunk_prep<128><<<dim3(nch, c.HV), 256, gdn_prep_smem_bytes<128>()>>>(ca); }, 10);
     float p1 = lab_time_ms([&](int) { k_gdn_chunk_prep<128, 2, 1><<<dim3(nch, c.HV), 256, gdn_prep_smem_bytes<128, 1>()>>>(ca); }, 10);
-    printf("35B shapes T=4096, one layer, prep alone: substitution %.3f ms, ti %.3f ms (%.2fx)\n", p0, p1, p0 / p1);
+    float p2 = lab_time_ms([&](int) { k_gdn_chunk_prep<128, 2, 2><<<dim3(nch, c.HV), 256, gdn_prep_smem_bytes<128, 2>()>>>(ca); }, 10);
+    printf("35B shapes T=4096, one layer, prep alone: substitution %.3f ms, ti %.3f ms (%.2fx), ti2 %.3f ms (%.2fx)\n", p0, p1, p0 / p1,
+           p2, p0 / p2);
     case_free(c);
 }
 
@@ -244,6 +249,9 @@ int main() {
     CK(cudaFuncSetAttribute(k_gdn_chunk_prep<32, 2, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_prep_smem_bytes<32, 1>()));
     CK(cudaFuncSetAttribute(k_gdn_chunk_prep<64, 2, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_prep_smem_bytes<64, 1>()));
     CK(cudaFuncSetAttribute(k_gdn_chunk_prep<128, 2, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_prep_smem_bytes<128, 1>()));
+    CK(cudaFuncSetAttribute(k_gdn_chunk_prep<32, 2, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_prep_smem_bytes<32, 2>()));
+    CK(cudaFuncSetAttribute(k_gdn_chunk_prep<64, 2, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_prep_smem_bytes<64, 2>()));
+    CK(cudaFuncSetAttribute(k_gdn_chunk_prep<128, 2, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_prep_smem_bytes<128, 2>()));
     CK(cudaFuncSetAttribute(k_gdn_chunk_scan<32, 32>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_scan_smem_bytes<32, 32>()));
     CK(cudaFuncSetAttribute(k_gdn_chunk_scan<64, 32>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_scan_smem_bytes<64, 32>()));
     CK(cudaFuncSetAttribute(k_gdn_chunk_scan<128, 32>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_scan_smem_bytes<128, 32>()));

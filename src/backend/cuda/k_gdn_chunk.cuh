@@ -63,6 +63,62 @@ struct gdn_chunk_args {
                             * state's other copy when T is odd, gdn_state_copy) */
 };
 
+/* 3xTF32 fragments and products (the tensor-core scan below; the prep's TI == 2 Gram matrices) */
+__device__ __forceinline__ void gtc_split(float x, uint32_t &hi, uint32_t &lo) {
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(hi) : "f"(x));
+    float r = x - __uint_as_float(hi);
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(lo) : "f"(r));
+}
+__device__ __forceinline__ void gtc_mma(float d[4], const uint32_t a[4], const uint32_t b[2]) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+/* d += a b in 3xTF32: the small terms first */
+__device__ __forceinline__ void gtc_mma3(float d[4], const uint32_t ah[4], const uint32_t al[4], const uint32_t bh[2],
+                                         const uint32_t bl[2]) {
+    gtc_mma(d, al, bh);
+    gtc_mma(d, ah, bl);
+    gtc_mma(d, ah, bh);
+}
+/* A fragment (16 x 8, row-major in shared memory at X, stride ld) at rows r0 .. r0 + 15, cols k0 .. k0 + 7 */
+__device__ __forceinline__ void gtc_lda(const float *X, int ld, int r0, int k0, int g, int t, uint32_t ah[4], uint32_t al[4]) {
+    gtc_split(X[(r0 + g) * ld + k0 + t], ah[0], al[0]);
+    gtc_split(X[(r0 + g + 8) * ld + k0 + t], ah[1], al[1]);
+    gtc_split(X[(r0 + g) * ld + k0 + t + 4], ah[2], al[2]);
+    gtc_split(X[(r0 + g + 8) * ld + k0 + t + 4], ah[3], al[3]);
+}
+/* A fragment of X^T: element (m, k) is X[k][m] */
+__device__ __forceinline__ void gtc_lda_t(const float *X, int ld, int m0, int k0, int g, int t, uint32_t ah[4], uint32_t al[4]) {
+    gtc_split(X[(k0 + t) * ld + m0 + g], ah[0], al[0]);
+    gtc_split(X[(k0 + t) * ld + m0 + g + 8], ah[1], al[1]);
+    gtc_split(X[(k0 + t + 4) * ld + m0 + g], ah[2], al[2]);
+    gtc_split(X[(k0 + t + 4) * ld + m0 + g + 8], ah[3], al[3]);
+}
+/* gtc_lda with row r0 + g scaled by s0 and row r0 + g + 8 by s1 (__fmul_rn: the product rounded once, as a
+ * stored product would be, never contracted into the split's subtraction) */
+__device__ __forceinline__ void gtc_lda_s(const float *X, int ld, int r0, int k0, int g, int t, float s0, float s1, uint32_t ah[4],
+                                          uint32_t al[4]) {
+    gtc_split(__fmul_rn(X[(r0 + g) * ld + k0 + t], s0), ah[0], al[0]);
+    gtc_split(__fmul_rn(X[(r0 + g + 8) * ld + k0 + t], s1), ah[1], al[1]);
+    gtc_split(__fmul_rn(X[(r0 + g) * ld + k0 + t + 4], s0), ah[2], al[2]);
+    gtc_split(__fmul_rn(X[(r0 + g + 8) * ld + k0 + t + 4], s1), ah[3], al[3]);
+}
+/* gtc_lda_t with X's row k scaled by f[k] */
+__device__ __forceinline__ void gtc_lda_ts(const float *X, int ld, int m0, int k0, int g, int t, const float *f, uint32_t ah[4],
+                                           uint32_t al[4]) {
+    float f0 = f[k0 + t], f1 = f[k0 + t + 4];
+    gtc_split(__fmul_rn(X[(k0 + t) * ld + m0 + g], f0), ah[0], al[0]);
+    gtc_split(__fmul_rn(X[(k0 + t) * ld + m0 + g + 8], f0), ah[1], al[1]);
+    gtc_split(__fmul_rn(X[(k0 + t + 4) * ld + m0 + g], f1), ah[2], al[2]);
+    gtc_split(__fmul_rn(X[(k0 + t + 4) * ld + m0 + g + 8], f1), ah[3], al[3]);
+}
+/* B fragment (8 x 8; element (k, n) is X[k][n], stride ld) at rows k0 .., cols n0 .. */
+__device__ __forceinline__ void gtc_ldb(const float *X, int ld, int k0, int n0, int g, int t, uint32_t bh[2], uint32_t bl[2]) {
+    gtc_split(X[(k0 + t) * ld + n0 + g], bh[0], bl[0]);
+    gtc_split(X[(k0 + t + 4) * ld + n0 + g], bh[1], bl[1]);
+}
+
 template <int DK, int TI = 0> static inline size_t gdn_prep_smem_bytes() {
     return (size_t)(2 * GDN_CC * (DK + 4) + GDN_CC * (GDN_CC + 4) + 4 * GDN_CC) * 4 + GDN_CC * sizeof(double) +
            (TI ? (size_t)(GDN_CC * (GDN_CC + 4) + 3 * 16 * 17) * 4 : 0);
@@ -70,7 +126,8 @@ template <int DK, int TI = 0> static inline size_t gdn_prep_smem_bytes() {
 
 /* MB: blocks per SM the register allocation must allow (2: 128 registers, a few spills of the
  * solve's column; 1: no spills, one block of 8 warps per SM).
- * TI (session 38, lab): instead of a forward substitution per right-hand-side column (a 64-long
+ * TI == 2 (lab only): the T form with K K^T and Q K^T on tensor cores in 3xTF32.
+ * TI (session 38): instead of a forward substitution per right-hand-side column (a 64-long
  * chain per thread; at 128 registers its column spills: ncu counted 2.1 M local requests per layer,
  * 35 % of the kernel by its estimate), T = (I + A)^-1 is built once per chunk in shared memory (the
  * four 16 x 16 diagonal blocks by substitution in warps 0-3, then the block rows below them as 16 x 16
@@ -138,6 +195,36 @@ __global__ void __launch_bounds__(256, MB) k_gdn_chunk_prep(const gdn_chunk_args
         gam[lane + 32] = (float)x1;
     }
     __syncthreads();
+    if constexpr (TI == 2) {
+        /* K K^T and Q K^T on tensor cores in 3xTF32 (lab only so far): warp w the rows 16 (w & 3) .. + 16 and
+         * the columns 32 (w >> 2) .. + 32 of both; B = K^T, so its fragments read k^'s rows (bank 4 g + t) */
+        const int gq = lane >> 2, tq = lane & 3, m0 = 16 * (w & 3), n0 = 32 * (w >> 2);
+        float kk[4][4] = {}, qk[4][4] = {}, ck[4][4] = {}, cq[4][4] = {};
+#pragma unroll 2
+        for (int k0 = 0; k0 < DK; k0 += 8) {
+            uint32_t khi[4], klo[4], qhi[4], qlo[4];
+            gtc_lda(ks, LD, m0, k0, gq, tq, khi, klo);
+            gtc_lda(qs, LD, m0, k0, gq, tq, qhi, qlo);
+#pragma unroll
+            for (int s = 0; s < 4; s++) {
+                uint32_t bh[2], bl[2];
+                gtc_split(ks[(n0 + 8 * s + gq) * LD + k0 + tq], bh[0], bl[0]);
+                gtc_split(ks[(n0 + 8 * s + gq) * LD + k0 + tq + 4], bh[1], bl[1]);
+                gtc_mma(ck[s], klo, bh); gtc_mma(ck[s], khi, bl); gtc_mma(kk[s], khi, bh);
+                gtc_mma(cq[s], qlo, bh); gtc_mma(cq[s], qhi, bl); gtc_mma(qk[s], qhi, bh);
+            }
+        }
+        float *Pn = g.ws.P + ((long)h * nch + n) * C * C;
+#pragma unroll
+        for (int s = 0; s < 4; s++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                int i = m0 + gq + 8 * (e >> 1), j = n0 + 8 * s + 2 * tq + (e & 1);
+                float dec = j <= i ? expf((float)(gamd[i] - gamd[j])) : 0.0f;
+                As[i * LA + j] = j < i ? bet[i] * (kk[s][e] + ck[s][e]) * dec : 0.0f;
+                Pn[i * C + j] = (qk[s][e] + cq[s][e]) * dec;
+            }
+    } else
     /* K K^T and Q K^T, 4 x 4 outputs per thread: rows i = ti + 16 a, columns j = tj + 16 b */
     {
         const int ti = tid >> 4, tj = tid & 15;
@@ -436,7 +523,7 @@ __global__ void __launch_bounds__(256, 1) k_gdn_chunk_scan(const gdn_chunk_args 
     for (int i = tid; i < DK * BV; i += blockDim.x) Sw[(long)(i / BV) * g.DV + i % BV] = Ss[i];
 }
 
-/* ---- the scan on tensor cores (LILAC_CUDA_GDN_SCAN=tc; session 38, opt-in until measured) ----
+/* ---- the scan on tensor cores (the default since session 38; LILAC_CUDA_GDN_SCAN=fp32: the fp32 scan) ----
  *
  * The same three products per chunk as k_gdn_chunk_scan, as mma.sync m16n8k8 TF32 with fp32
  * accumulation, each operand split into a TF32 head and a TF32 tail (x = hi + lo, both rounded to
@@ -454,61 +541,6 @@ __global__ void __launch_bounds__(256, 1) k_gdn_chunk_scan(const gdn_chunk_args 
  * Shared strides are chosen so that every fragment load is free of bank conflicts: row-major A
  * operands (W, Q, P) use stride = 4 mod 32 (bank 4 g + t); column reads (S, Vn as B, K_dec^T as A)
  * use stride = 8 mod 32 (bank 8 t + g). */
-__device__ __forceinline__ void gtc_split(float x, uint32_t &hi, uint32_t &lo) {
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(hi) : "f"(x));
-    float r = x - __uint_as_float(hi);
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(lo) : "f"(r));
-}
-__device__ __forceinline__ void gtc_mma(float d[4], const uint32_t a[4], const uint32_t b[2]) {
-    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-/* d += a b in 3xTF32: the small terms first */
-__device__ __forceinline__ void gtc_mma3(float d[4], const uint32_t ah[4], const uint32_t al[4], const uint32_t bh[2],
-                                         const uint32_t bl[2]) {
-    gtc_mma(d, al, bh);
-    gtc_mma(d, ah, bl);
-    gtc_mma(d, ah, bh);
-}
-/* A fragment (16 x 8, row-major in shared memory at X, stride ld) at rows r0 .. r0 + 15, cols k0 .. k0 + 7 */
-__device__ __forceinline__ void gtc_lda(const float *X, int ld, int r0, int k0, int g, int t, uint32_t ah[4], uint32_t al[4]) {
-    gtc_split(X[(r0 + g) * ld + k0 + t], ah[0], al[0]);
-    gtc_split(X[(r0 + g + 8) * ld + k0 + t], ah[1], al[1]);
-    gtc_split(X[(r0 + g) * ld + k0 + t + 4], ah[2], al[2]);
-    gtc_split(X[(r0 + g + 8) * ld + k0 + t + 4], ah[3], al[3]);
-}
-/* A fragment of X^T: element (m, k) is X[k][m] */
-__device__ __forceinline__ void gtc_lda_t(const float *X, int ld, int m0, int k0, int g, int t, uint32_t ah[4], uint32_t al[4]) {
-    gtc_split(X[(k0 + t) * ld + m0 + g], ah[0], al[0]);
-    gtc_split(X[(k0 + t) * ld + m0 + g + 8], ah[1], al[1]);
-    gtc_split(X[(k0 + t + 4) * ld + m0 + g], ah[2], al[2]);
-    gtc_split(X[(k0 + t + 4) * ld + m0 + g + 8], ah[3], al[3]);
-}
-/* gtc_lda with row r0 + g scaled by s0 and row r0 + g + 8 by s1 (__fmul_rn: the product rounded once, as a
- * stored product would be, never contracted into the split's subtraction) */
-__device__ __forceinline__ void gtc_lda_s(const float *X, int ld, int r0, int k0, int g, int t, float s0, float s1, uint32_t ah[4],
-                                          uint32_t al[4]) {
-    gtc_split(__fmul_rn(X[(r0 + g) * ld + k0 + t], s0), ah[0], al[0]);
-    gtc_split(__fmul_rn(X[(r0 + g + 8) * ld + k0 + t], s1), ah[1], al[1]);
-    gtc_split(__fmul_rn(X[(r0 + g) * ld + k0 + t + 4], s0), ah[2], al[2]);
-    gtc_split(__fmul_rn(X[(r0 + g + 8) * ld + k0 + t + 4], s1), ah[3], al[3]);
-}
-/* gtc_lda_t with X's row k scaled by f[k] */
-__device__ __forceinline__ void gtc_lda_ts(const float *X, int ld, int m0, int k0, int g, int t, const float *f, uint32_t ah[4],
-                                           uint32_t al[4]) {
-    float f0 = f[k0 + t], f1 = f[k0 + t + 4];
-    gtc_split(__fmul_rn(X[(k0 + t) * ld + m0 + g], f0), ah[0], al[0]);
-    gtc_split(__fmul_rn(X[(k0 + t) * ld + m0 + g + 8], f0), ah[1], al[1]);
-    gtc_split(__fmul_rn(X[(k0 + t + 4) * ld + m0 + g], f1), ah[2], al[2]);
-    gtc_split(__fmul_rn(X[(k0 + t + 4) * ld + m0 + g + 8], f1), ah[3], al[3]);
-}
-/* B fragment (8 x 8; element (k, n) is X[k][n], stride ld) at rows k0 .., cols n0 .. */
-__device__ __forceinline__ void gtc_ldb(const float *X, int ld, int k0, int n0, int g, int t, uint32_t bh[2], uint32_t bl[2]) {
-    gtc_split(X[(k0 + t) * ld + n0 + g], bh[0], bl[0]);
-    gtc_split(X[(k0 + t + 4) * ld + n0 + g], bh[1], bl[1]);
-}
-
 /* F: GTC_PS the state slice and Vn kept in shared memory already split (written once, read by
  * several warps: the split is not repeated per reader), the state itself in fp32 registers of the
  * warp that updates it (phase 3's tile stays the same every chunk); GTC_SA the two small terms in
