@@ -38,6 +38,7 @@
 #endif
 
 static int g_n, g_fail;
+static int g_quick; /* gpu_test --quick: the shorter long-context runs, the 35B preset's slow parts skipped */
 
 /* Random-weight models have many near-tied top logits; a top-1 difference where the reference's
  * own top two are closer than this is not an error. */
@@ -262,19 +263,51 @@ static void test_lazy_equal_run(const char *preset) {
     qwen_model_free_synthetic(b);
 }
 
-/* Prefill P tokens, decode D one by one (logits into lg, D x V), then greedy-generate 8 tokens from
- * tok[P] into gen, on a fresh backend (so that environment switches apply). 1 when all ran. */
-static int run_decode(const qwen_model *m, const int32_t *tok, int P, int D, float *lg, int32_t *gen) {
+/* the top logit's lead over the second */
+static float top_gap(const float *x, int n) {
+    int b = argmaxf(x, n);
+    float second = -INFINITY;
+    for (int v = 0; v < n; v++)
+        if (v != b && x[v] > second) second = x[v];
+    return x[b] - second;
+}
+
+/* On a fresh backend (so that environment switches apply): prefill P tokens, decode D one by one
+ * (their logits into lg: D x V), then 8 greedy tokens from generate fed tok[P] (gen: the 8 tokens
+ * fed, gen[0] = tok[P]); 1 when all ran. With gap (7 floats): the same
+ * greedy run again on a fresh sequence through forward, gap[j] the lead of the top logit that
+ * chose gen[j + 1], so a caller can tell a near-tie from an error. */
+static int run_decode_gap(const qwen_model *m, const int32_t *tok, int P, int D, float *lg, int32_t *gen, float *gap) {
     int V = m->hp.n_vocab;
     ll_backend *be = mk_backend(m, 64);
     if (!be) return 0;
     ll_seq *s = NULL;
-    int ok = be->v->seq_new(be, P + D + 16, &s) == LL_OK && be->v->forward(be, s, tok, P, LL_LOGITS_NONE, NULL) == LL_OK;
-    for (int i = 0; i < D && ok; i++) ok = be->v->forward(be, s, tok + P + i, 1, LL_LOGITS_LAST, lg + (size_t)i * V) == LL_OK;
-    if (ok) ok = cuda_backend_generate(be, s, tok[P], 8, gen) == LL_OK;
+    int ok = be->v->seq_new(be, P + D + 16, &s) == LL_OK;
+    for (int pass = 0; pass < (gap ? 2 : 1) && ok; pass++) {
+        if (pass) be->v->seq_reset(be, s);
+        ok = be->v->forward(be, s, tok, P, LL_LOGITS_NONE, NULL) == LL_OK;
+        for (int i = 0; i < D && ok; i++)
+            ok = be->v->forward(be, s, tok + P + i, 1, pass ? LL_LOGITS_NONE : LL_LOGITS_LAST, pass ? NULL : lg + (size_t)i * V) == LL_OK;
+        if (pass == 0) {
+            if (ok) ok = cuda_backend_generate(be, s, tok[P], 8, gen) == LL_OK;
+            continue;
+        }
+        float *row = malloc((size_t)V * 4);
+        int32_t t = tok[P];
+        for (int j = 0; j < 7 && ok; j++) {
+            ok = be->v->forward(be, s, &t, 1, LL_LOGITS_LAST, row) == LL_OK;
+            gap[j] = top_gap(row, V);
+            t = argmaxf(row, V);
+        }
+        free(row);
+    }
     if (s) be->v->seq_free(be, s);
     ll_backend_free(be);
     return ok;
+}
+
+static int run_decode(const qwen_model *m, const int32_t *tok, int P, int D, float *lg, int32_t *gen) {
+    return run_decode_gap(m, tok, P, D, lg, gen, NULL);
 }
 
 /* run_decode with var=on (lg[0], gen[0]), then var=off (lg[1], gen[1]); 0 (checked) when one fails */
@@ -441,12 +474,17 @@ static void tests_gdn_scan_tc(void) {
     test_switch_same_bits("qwen3.6-35b-a3b-L4", 301, 8, "LILAC_CUDA_GDN_SCAN", "tc", "tc-early", "the scan's late-scaled q and k, odd prompt");
     /* the chunk prep's T = (I + A)^-1 form (the default) against the substitution per column */
     if (qwen_model_synthetic("qwen3.6-35b-a3b-L4", 21, &m) == LL_OK) {
-        INFO_UNDER(m, gdn_prep_ti, on, "", "GDN_PREP=sub", "GDN_PREP_MB=1");
-        check(on[0] == 1 && on[1] == 0 && on[2] == 0, "L4: the GDN prep's T form is on by default (%ld), off with =sub (%ld) and with PREP_MB=1 (%ld)",
-              on[0], on[1], on[2]);
+        INFO_UNDER(m, gdn_prep_ti, on, "", "GDN_PREP=sub", "GDN_PREP_MB=1", "GDN_PREP=ti2", "GDN_PREP=ti2,GDN_PREP_MB=1");
+        check(on[0] == 1 && on[1] == 0 && on[2] == 0 && on[3] == 2 && on[4] == 0,
+              "L4: the GDN prep's T form is on by default (%ld), off with =sub (%ld) and with PREP_MB=1 (%ld); "
+              "its tensor-core Gram form with =ti2 (%ld), not with PREP_MB=1 (%ld)",
+              on[0], on[1], on[2], on[3], on[4]);
         qwen_model_free_synthetic(m);
     }
     test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_GDN_PREP", "ti", "sub", "the GDN prep's T form", 0);
+    /* K K^T and Q K^T by mma.sync in 3xTF32 (k_gdn_chunk_prep<DK, 2, 2>): other sums, a few fp32 ulps */
+    test_switch_equal("qwen3.6-35b-a3b-L4", 300, 12, "LILAC_CUDA_GDN_PREP", "ti2", "ti", "the GDN prep's Gram matrices on tensor cores", 0);
+    test_switch_equal("qwen3.6-35b-a3b-L4", 301, 12, "LILAC_CUDA_GDN_PREP", "ti2", "ti", "the GDN prep's Gram matrices on tensor cores, odd prompt", 0);
 #ifdef HAVE_CPU_BACKEND
     /* the default (tc) meets the reference in the suite's first tests; here the other scan does */
     setenv("LILAC_CUDA_GDN_SCAN", "fp32", 1);
@@ -575,6 +613,7 @@ static void test_persist_equal(const char *preset, int P, int D) {
     rand_tokens(tok, P + D, V, 23);
     float *lg[2] = {malloc((size_t)D * V * 4), malloc((size_t)D * V * 4)};
     int32_t gen[2][8];
+    float gap[7];
     int okrun = 1;
     /* the persistent kernel keeps the router GEMV: the per-kernel path without the router fold
      * computes the same sums (the fold has its own test, test_switch_equal) */
@@ -582,7 +621,7 @@ static void test_persist_equal(const char *preset, int P, int D) {
     setenv("LILAC_CUDA_KV", "bf16", 1); /* the persistent kernel reads a bf16 cache (auto would pick q8 for the other) */
     for (int k = 0; k < 2 && okrun; k++) {
         setenv("LILAC_CUDA_PERSIST", k ? "0" : "1", 1);
-        okrun = run_decode(m, tok, P, D, lg[k], gen[k]);
+        okrun = run_decode_gap(m, tok, P, D, lg[k], gen[k], k ? gap : NULL);
         if (!okrun) check(0, "%s: persistent decode: %s", preset, ll_errmsg());
     }
     unsetenv("LILAC_CUDA_PERSIST");
@@ -598,7 +637,16 @@ static void test_persist_equal(const char *preset, int P, int D) {
         }
         check(same == D && md <= 1e-2f * range, "%s: persistent decode vs per-kernel decode, %d rows after %d: argmax %d/%d, max |d| %.3g (max |logit| %.3g)",
               preset, D, P, same, D, md, range);
-        check(!memcmp(gen[0], gen[1], sizeof(gen[0])), "%s: persistent greedy generate equals the per-kernel one (8 tokens)", preset);
+        /* equal up to the first step where the per-kernel run's top two logits are within twice the
+         * rows' bound of each other (each may move by it): past that either token is right (tiny's
+         * random weights have many such near-ties; session 38's prefill kernels led to one) */
+        int agree = 1, tie = 7;
+        while (agree < 8 && gen[0][agree] == gen[1][agree]) agree++;
+        for (int j = 6; j >= 0; j--)
+            if (gap[j] < 2e-2f * range) tie = j;
+        check(agree == 8 || tie <= agree - 1,
+              "%s: persistent greedy generate equals the per-kernel one for %d of 7 tokens (the per-kernel run's first near-tie at step %d, gap %.3g)",
+              preset, agree - 1, tie, tie < 7 ? gap[tie] : 0.0f);
     }
     free(lg[0]); free(lg[1]); free(tok);
     qwen_model_free_synthetic(m);
@@ -1240,6 +1288,41 @@ static void tests_fixtures(void) {
 #endif
 }
 
+/* the suite after the graph-steps part: decode switches at 1200 positions, the reference, prefill
+ * repeats, long contexts and the q8 cache (`--late`: a device call whose suite ran out of time) */
+static void tests_late(void) {
+    /* 1200 positions: 33 splits of 4-head blocks vs 66 of 8-head blocks, every split non-empty */
+    test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_FD_FG", "4", "8", "4-head flash-decoding blocks", 1);
+    test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_FD_MMA", "1", "0", "the tensor-core flash-decoding loop (q8 cache)", 1);
+    /* the appended position in a block of its own: 65 splits of the other 1199+ positions, other sums */
+    test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_FD_XS", "1", "0", "the appended position in a flash-decoding block of its own", 1);
+    setenv("LILAC_CUDA_ATT_COUT", "0", 1); /* the combine runs only without ATT_COUT (the default since session 29) */
+    test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_COMB_ND", "32", "64", "the combine at 32 dims per block", 1);
+    unsetenv("LILAC_CUDA_ATT_COUT");
+    test_switch_same_bits("qwen3.6-35b-a3b-L4", 300, 8, "LILAC_CUDA_LN_HEAD", "1", "0", "the lm head through registers");
+    setenv("LILAC_CUDA_KV", "bf16", 1);
+    test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_FD_MMA", "1", "0", "the tensor-core flash-decoding loop (bf16 cache)", 1);
+    unsetenv("LILAC_CUDA_KV");
+    test_vs_ref("tiny", 70, 16, 16);
+    test_prefill_repeat("qwen3.6-35b-a3b-L4", 512);
+    test_lazy_equal("tiny");
+    test_long("tiny", g_quick ? 5000 : 33000, 4096);
+    test_long("qwen3.6-35b-a3b-L4", g_quick ? 5000 : 33000, 4096); /* the real shapes: flash-decoding's tensor-core loop */
+    /* the q8 KV cache: against bf16, then the reference and long-context tests again with it */
+    test_kv_q8("qwen3.6-35b-a3b-L4", 300, 12);
+    /* the real shapes run q8 by default (auto); the bf16 cache again on them (tiny has no q8 path) */
+    setenv("LILAC_CUDA_KV", "bf16", 1);
+    printf("-- with LILAC_CUDA_KV=bf16:\n");
+    test_vs_ref("qwen3.6-35b-a3b-L4", 8, 3, 4);
+    unsetenv("LILAC_CUDA_KV");
+}
+
+/* the persistent decode kernel against the per-kernel decode (`--persist`) */
+static void tests_persist(void) {
+    test_persist_equal("tiny", 40, 12);
+    if (!g_quick) test_persist_equal("qwen3.6-35b-a3b-L4", 300, 12);
+}
+
 /* the suite's last tests (`--tail`: a device call whose suite ran out of time) */
 static void tests_tail(void) {
     setenv("LILAC_CUDA_KV", "bf16", 1);
@@ -1250,7 +1333,7 @@ static void tests_tail(void) {
 }
 
 int main(int argc, char **argv) {
-    int quick = argc > 1 && !strcmp(argv[1], "--quick");
+    int quick = g_quick = argc > 1 && !strcmp(argv[1], "--quick");
     if (cuda_device_count() < 1) {
         printf("ok 1 # SKIP no CUDA device\n");
         return 0;
@@ -1259,6 +1342,7 @@ int main(int argc, char **argv) {
     static const struct { const char *flag; void (*run)(void); } parts[] = {
         {"--cout", tests_att_cout}, {"--gdnin", tests_gdn_in},   {"--fixtures", tests_fixtures}, {"--scan", tests_gdn_scan_tc},
         {"--steps", tests_graph_steps}, {"--tail", tests_tail}, {"--pack", tests_moe_pack},       {"--sk", tests_moe_sk},
+        {"--persist", tests_persist},   {"--late", tests_late},
     };
     for (size_t i = 0; argc > 1 && i < sizeof parts / sizeof *parts; i++)
         if (!strcmp(argv[1], parts[i].flag)) {
@@ -1276,8 +1360,7 @@ int main(int argc, char **argv) {
      * (session 2: docs/notes.md, open item) */
     if (!quick) test_vs_cpu("qwen3.6-35b-a3b-L4", 40, 16, 16);
 #endif
-    test_persist_equal("tiny", 40, 12);
-    if (!quick) test_persist_equal("qwen3.6-35b-a3b-L4", 300, 12);
+    tests_persist();
     /* the fold flips MoE routing decisions at near-ties (rows: KL 2.4e-4 .. 3.4e-4 depending on the
      * prefill's state, 10x the other switches), so its 8 greedy tokens are reported, not asserted:
      * they diverged on the q8 cache (session 12, call 3) and, on bf16, once the prefill's sums changed
@@ -1299,29 +1382,8 @@ int main(int argc, char **argv) {
     tests_gdn_in();
     tests_gdn_scan_tc();
     if (!getenv("GPU_TEST_NO_STEPS")) tests_graph_steps();
-    /* 1200 positions: 33 splits of 4-head blocks vs 66 of 8-head blocks, every split non-empty */
-    test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_FD_FG", "4", "8", "4-head flash-decoding blocks", 1);
-    test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_FD_MMA", "1", "0", "the tensor-core flash-decoding loop (q8 cache)", 1);
-    /* the appended position in a block of its own: 65 splits of the other 1199+ positions, other sums */
-    test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_FD_XS", "1", "0", "the appended position in a flash-decoding block of its own", 1);
-    setenv("LILAC_CUDA_ATT_COUT", "0", 1); /* the combine runs only without ATT_COUT (the default since session 29) */
-    test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_COMB_ND", "32", "64", "the combine at 32 dims per block", 1);
-    unsetenv("LILAC_CUDA_ATT_COUT");
-    test_switch_same_bits("qwen3.6-35b-a3b-L4", 300, 8, "LILAC_CUDA_LN_HEAD", "1", "0", "the lm head through registers");
+    tests_late();
     setenv("LILAC_CUDA_KV", "bf16", 1);
-    test_switch_equal("qwen3.6-35b-a3b-L4", 1200, 12, "LILAC_CUDA_FD_MMA", "1", "0", "the tensor-core flash-decoding loop (bf16 cache)", 1);
-    unsetenv("LILAC_CUDA_KV");
-    test_vs_ref("tiny", 70, 16, 16);
-    test_prefill_repeat("qwen3.6-35b-a3b-L4", 512);
-    test_lazy_equal("tiny");
-    test_long("tiny", quick ? 5000 : 33000, 4096);
-    test_long("qwen3.6-35b-a3b-L4", quick ? 5000 : 33000, 4096); /* the real shapes: flash-decoding's tensor-core loop */
-    /* the q8 KV cache: against bf16, then the reference and long-context tests again with it */
-    test_kv_q8("qwen3.6-35b-a3b-L4", 300, 12);
-    /* the real shapes run q8 by default (auto); the bf16 cache again on them (tiny has no q8 path) */
-    setenv("LILAC_CUDA_KV", "bf16", 1);
-    printf("-- with LILAC_CUDA_KV=bf16:\n");
-    test_vs_ref("qwen3.6-35b-a3b-L4", 8, 3, 4);
     test_long("qwen3.6-35b-a3b-L4", quick ? 5000 : 33000, 4096);
     unsetenv("LILAC_CUDA_KV");
     if (!quick) {

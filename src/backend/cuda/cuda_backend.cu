@@ -244,7 +244,8 @@ struct cu_backend {
     int gdn_prep_mb;                      /* k_gdn_chunk_prep register cap (LILAC_CUDA_GDN_PREP_MB: 2 default, 1) */
     int gdn_prep_ti;                      /* 1 (default where DV == DK): k_gdn_chunk_prep's TI form, T = (I + A)^-1 once per
                                            * chunk then T R (session 38: lab 0.516 -> 0.426 ms per layer at T = 4096 on an
-                                           * H100, no spills); LILAC_CUDA_GDN_PREP=sub: the substitution per column */
+                                           * H100, no spills); LILAC_CUDA_GDN_PREP=sub: the substitution per column;
+                                           * =ti2 (2): also K K^T and Q K^T by mma.sync in 3xTF32 (lab 0.435 -> 0.404 ms) */
     int moe_det;                          /* deterministic prefill MoE down: 1 in 64-bit fixed point (opt-in: LILAC_CUDA_MOE_DET=1,
                                            * ll_backend_params.deterministic), 2 sorted rows + an ordered sum (LILAC_CUDA_MOE_DET=2) */
     int gemm_bm, gemm_mb, gemm_red4;      /* prefill GEMM row tile (LILAC_CUDA_GEMM_BM=64: never 128) and vector
@@ -1431,7 +1432,11 @@ static void prefill_chunk(cu_backend *b, cu_seq *s, int T, int want_last_logits)
                 gdn_chunk_args ca = {QKVc, Bv, Av, HV, L.dt_bias, L.ssm_a, Sin, O, ws, T, HK, HV, DV, hp.gdn_v_tiled, Sout};
                 dim3 gp(nch, HV), gs(HV, DV / 32);
                 prof_begin(b);
-                if (b->gdn_prep_ti && DV == DK) {
+                if (b->gdn_prep_ti == 2 && DV == DK) { /* the Gram matrices on tensor cores (LILAC_CUDA_GDN_PREP=ti2) */
+                    if (DK == 128) k_gdn_chunk_prep<128, 2, 2><<<gp, 256, gdn_prep_smem_bytes<128, 2>(), b->st>>>(ca);
+                    else if (DK == 64) k_gdn_chunk_prep<64, 2, 2><<<gp, 256, gdn_prep_smem_bytes<64, 2>(), b->st>>>(ca);
+                    else k_gdn_chunk_prep<32, 2, 2><<<gp, 256, gdn_prep_smem_bytes<32, 2>(), b->st>>>(ca);
+                } else if (b->gdn_prep_ti && DV == DK) {
                     if (DK == 128) k_gdn_chunk_prep<128, 2, 1><<<gp, 256, gdn_prep_smem_bytes<128, 1>(), b->st>>>(ca);
                     else if (DK == 64) k_gdn_chunk_prep<64, 2, 1><<<gp, 256, gdn_prep_smem_bytes<64, 1>(), b->st>>>(ca);
                     else k_gdn_chunk_prep<32, 2, 1><<<gp, 256, gdn_prep_smem_bytes<32, 1>(), b->st>>>(ca);
@@ -2245,6 +2250,9 @@ static ll_status cu_init(cu_backend *b) {
     CU_TRY(cudaFuncSetAttribute(k_gdn_chunk_prep<128, 2, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_prep_smem_bytes<128, 1>()));
     CU_TRY(cudaFuncSetAttribute(k_gdn_chunk_prep<64, 2, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_prep_smem_bytes<64, 1>()));
     CU_TRY(cudaFuncSetAttribute(k_gdn_chunk_prep<32, 2, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_prep_smem_bytes<32, 1>()));
+    CU_TRY(cudaFuncSetAttribute(k_gdn_chunk_prep<128, 2, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_prep_smem_bytes<128, 2>()));
+    CU_TRY(cudaFuncSetAttribute(k_gdn_chunk_prep<64, 2, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_prep_smem_bytes<64, 2>()));
+    CU_TRY(cudaFuncSetAttribute(k_gdn_chunk_prep<32, 2, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_prep_smem_bytes<32, 2>()));
     CU_TRY(cudaFuncSetAttribute(k_gdn_chunk_scan<128, 32>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_scan_smem_bytes<128, 32>()));
     CU_TRY(cudaFuncSetAttribute(k_gdn_chunk_scan<64, 32>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_scan_smem_bytes<64, 32>()));
     CU_TRY(cudaFuncSetAttribute(k_gdn_chunk_scan<32, 32>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gdn_scan_smem_bytes<32, 32>()));
@@ -2575,7 +2583,10 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
      * the sorted rows into an [T * K][H] buffer and a per-token sum in slot order (k_misc.cuh), also
      * deterministic, without 64-bit atomics, for 268 MB more scratch at a 4096-token chunk */
     b->gdn_prep_mb = getenv("LILAC_CUDA_GDN_PREP_MB") && atoi(getenv("LILAC_CUDA_GDN_PREP_MB")) == 1 ? 1 : 2;
-    b->gdn_prep_ti = !(getenv("LILAC_CUDA_GDN_PREP") && !strcmp(getenv("LILAC_CUDA_GDN_PREP"), "sub")) && b->gdn_prep_mb == 2;
+    {
+        const char *gp = getenv("LILAC_CUDA_GDN_PREP");
+        b->gdn_prep_ti = b->gdn_prep_mb != 2 || (gp && !strcmp(gp, "sub")) ? 0 : gp && !strcmp(gp, "ti2") ? 2 : 1;
+    }
     /* the chunked GDN scan is 1.6x faster on a 4K chunk (70.7 -> 44.9 ms) and matches the fp64
      * recurrence in the lab (7e-7); the default since the GPU tests' tolerances were settled
      * (LILAC_CUDA_GDN_CHUNK=0: the token-serial scan) */
@@ -2671,7 +2682,7 @@ extern "C" ll_status cuda_backend_info(ll_backend *be, cuda_info *out) {
     out->fd_ph = b->att_cout && b->cout_pk == 2 && b->kv_q8 && b->fd_fg != 4 && b->fd_ns && b->fd_fused ? b->fd_ph : 0;
     out->cout_cl_launches = lean_attn_cl_launches();
     out->gdn_scan_tc = b->gdn_chunk ? b->gdn_scan_tc : 0;
-    out->gdn_prep_ti = b->gdn_prep_ti && b->gdn_chunk && b->hp.gdn_v_dim == b->hp.gdn_k_dim;
+    out->gdn_prep_ti = b->gdn_chunk && b->hp.gdn_v_dim == b->hp.gdn_k_dim ? b->gdn_prep_ti : 0;
     return LL_OK;
 }
 
