@@ -242,10 +242,12 @@ struct cu_backend {
     int kv_q8;                            /* the KV cache in q8 rows (k_attn.cuh; ll_backend_params.kv_q8 or LILAC_CUDA_KV=q8):
                                            * half the memory and the bytes a long-context decode step reads */
     int gdn_prep_mb;                      /* k_gdn_chunk_prep register cap (LILAC_CUDA_GDN_PREP_MB: 2 default, 1) */
-    int gdn_prep_ti;                      /* 1 (default where DV == DK): k_gdn_chunk_prep's TI form, T = (I + A)^-1 once per
-                                           * chunk then T R (session 38: lab 0.516 -> 0.426 ms per layer at T = 4096 on an
-                                           * H100, no spills); LILAC_CUDA_GDN_PREP=sub: the substitution per column;
-                                           * =ti2 (2): also K K^T and Q K^T by mma.sync in 3xTF32 (lab 0.435 -> 0.404 ms) */
+    int gdn_prep_ti;                      /* where DV == DK, k_gdn_chunk_prep's TI form: T = (I + A)^-1 once per chunk then
+                                           * T R (session 38: lab 0.516 -> 0.426 ms per layer at T = 4096 on an H100, no
+                                           * spills); 2 (the default since session 39) also K K^T and Q K^T by mma.sync in
+                                           * 3xTF32 (lab 0.435 -> 0.404 ms; 4K prefill +0.35..0.5 %, 3 of 3 rounds on an
+                                           * H100); LILAC_CUDA_GDN_PREP=ti: 1, the Gram matrices in fp32 FMAs; =sub: 0, the
+                                           * substitution per column */
     int moe_det;                          /* deterministic prefill MoE down: 1 in 64-bit fixed point (opt-in: LILAC_CUDA_MOE_DET=1,
                                            * ll_backend_params.deterministic), 2 sorted rows + an ordered sum (LILAC_CUDA_MOE_DET=2) */
     int gemm_bm, gemm_mb, gemm_red4;      /* prefill GEMM row tile (LILAC_CUDA_GEMM_BM=64: never 128) and vector
@@ -1432,7 +1434,7 @@ static void prefill_chunk(cu_backend *b, cu_seq *s, int T, int want_last_logits)
                 gdn_chunk_args ca = {QKVc, Bv, Av, HV, L.dt_bias, L.ssm_a, Sin, O, ws, T, HK, HV, DV, hp.gdn_v_tiled, Sout};
                 dim3 gp(nch, HV), gs(HV, DV / 32);
                 prof_begin(b);
-                if (b->gdn_prep_ti == 2 && DV == DK) { /* the Gram matrices on tensor cores (LILAC_CUDA_GDN_PREP=ti2) */
+                if (b->gdn_prep_ti == 2 && DV == DK) { /* the Gram matrices on tensor cores (the default) */
                     if (DK == 128) k_gdn_chunk_prep<128, 2, 2><<<gp, 256, gdn_prep_smem_bytes<128, 2>(), b->st>>>(ca);
                     else if (DK == 64) k_gdn_chunk_prep<64, 2, 2><<<gp, 256, gdn_prep_smem_bytes<64, 2>(), b->st>>>(ca);
                     else k_gdn_chunk_prep<32, 2, 2><<<gp, 256, gdn_prep_smem_bytes<32, 2>(), b->st>>>(ca);
@@ -2585,7 +2587,7 @@ extern "C" ll_status cuda_backend_new(const qwen_model *model, const ll_backend_
     b->gdn_prep_mb = getenv("LILAC_CUDA_GDN_PREP_MB") && atoi(getenv("LILAC_CUDA_GDN_PREP_MB")) == 1 ? 1 : 2;
     {
         const char *gp = getenv("LILAC_CUDA_GDN_PREP");
-        b->gdn_prep_ti = b->gdn_prep_mb != 2 || (gp && !strcmp(gp, "sub")) ? 0 : gp && !strcmp(gp, "ti2") ? 2 : 1;
+        b->gdn_prep_ti = b->gdn_prep_mb != 2 || (gp && !strcmp(gp, "sub")) ? 0 : gp && !strcmp(gp, "ti") ? 1 : 2;
     }
     /* the chunked GDN scan is 1.6x faster on a 4K chunk (70.7 -> 44.9 ms) and matches the fp64
      * recurrence in the lab (7e-7); the default since the GPU tests' tolerances were settled

@@ -34,8 +34,8 @@ typedef struct cuda_info {
     int fd_ph;                    /* flash decoding's partials as FP16 o / l for the two-copy cout form (LILAC_CUDA_FD_PH=1) */
     int gdn_scan_tc;              /* the chunked GDN prefill scan on tensor cores: 2 (the default) q and k scaled at fragment load,
                                    * 1 (LILAC_CUDA_GDN_SCAN=tc-early) in the fetch; 0 (=fp32) off */
-    int gdn_prep_ti;              /* 1: the chunk prep's T = (I + A)^-1 form (the default where DV == DK; LILAC_CUDA_GDN_PREP=sub: off),
-                                   * 2: with its Gram matrices on tensor cores (LILAC_CUDA_GDN_PREP=ti2) */
+    int gdn_prep_ti;              /* where DV == DK, the chunk prep's T = (I + A)^-1 form: 2 (the default) with its Gram matrices on
+                                   * tensor cores, 1 (LILAC_CUDA_GDN_PREP=ti) in fp32 FMAs; 0 (=sub) the substitution per column */
     int gdn_db;                   /* 1: the GDN states double-buffered (the default; LILAC_CUDA_GDN_DB=0: one copy in place) */
     int graph_builds;             /* decode graphs captured so far (one per sequence that decoded or prefilled) */
     double graph_build_ms;        /* their mean host time to capture + instantiate, ms */

@@ -7,7 +7,8 @@
  *     sigmoid(b), log-decay g = ssm_a * softplus(a + dt_bias), its in-chunk prefix sum gam,
  *       A = strictlower(beta_i (k_i . k_j) e^(gam_i - gam_j)),  P = lower_incl((q_i . k_j) e^(gam_i - gam_j)),
  *       [W | U] = (I + A)^-1 [beta e^gam K | beta V]
- *     (TI, the default where DV == DK: T = (I + A)^-1 built once, then T R in register tiles; else a
+ *     (TI where DV == DK: T = (I + A)^-1 built once, then T R in register tiles, TI == 2, the default since
+ *     session 39, with K K^T and Q K^T on tensor cores; else a
  *     forward substitution per column) and the row factors that turn the raw conv output into
  *     Q_dec = q^ e^gam (fq) and K_dec = k^ e^(gam_last - gam) (fk), and lambda = e^gam_last.
  *   k_gdn_chunk_scan<DK, BV>: grid (HV, DV / BV), block 256. The serial pass over the chunks for BV
@@ -126,7 +127,7 @@ template <int DK, int TI = 0> static inline size_t gdn_prep_smem_bytes() {
 
 /* MB: blocks per SM the register allocation must allow (2: 128 registers, a few spills of the
  * solve's column; 1: no spills, one block of 8 warps per SM).
- * TI == 2 (lab only): the T form with K K^T and Q K^T on tensor cores in 3xTF32.
+ * TI == 2 (the default since session 39): the T form with K K^T and Q K^T on tensor cores in 3xTF32.
  * TI (session 38): instead of a forward substitution per right-hand-side column (a 64-long
  * chain per thread; at 128 registers its column spills: ncu counted 2.1 M local requests per layer,
  * 35 % of the kernel by its estimate), T = (I + A)^-1 is built once per chunk in shared memory (the
