@@ -1009,32 +1009,6 @@ T_AVX2 static inline void q6k_finish(const float *x, const float s[16], ll_block
 #define V_MAND(a, b) _mm256_and_ps(a, b)
 #define V_ANY(m) (_mm256_movemask_ps(m) != 0)
 #include "quant_x86_kfit.h"
-#undef KF_W
-#undef V_FMA
-#undef KF_FN
-#undef VF
-#undef VM
-#undef V_ZERO
-#undef V_SET1
-#undef V_LOAD
-#undef V_STORE
-#undef V_ADD
-#undef V_SUB
-#undef V_MUL
-#undef V_DIV
-#undef V_MIN
-#undef V_MAX
-#undef V_TRUNC
-#undef V_ABS
-#undef V_NEG
-#undef V_LT
-#undef V_GT
-#undef V_LE
-#undef V_EQ
-#undef V_NLE
-#undef V_SEL
-#undef V_MAND
-#undef V_ANY
 
 /* ---- the fits, 16 lanes (AVX-512) */
 #define KF_W 16
@@ -1064,32 +1038,6 @@ T_AVX2 static inline void q6k_finish(const float *x, const float s[16], ll_block
 #define V_MAND(a, b) ((VM)((a) & (b)))
 #define V_ANY(m) ((m) != 0)
 #include "quant_x86_kfit.h"
-#undef KF_W
-#undef V_FMA
-#undef KF_FN
-#undef VF
-#undef VM
-#undef V_ZERO
-#undef V_SET1
-#undef V_LOAD
-#undef V_STORE
-#undef V_ADD
-#undef V_SUB
-#undef V_MUL
-#undef V_DIV
-#undef V_MIN
-#undef V_MAX
-#undef V_TRUNC
-#undef V_ABS
-#undef V_NEG
-#undef V_LT
-#undef V_GT
-#undef V_LE
-#undef V_EQ
-#undef V_NLE
-#undef V_SEL
-#undef V_MAND
-#undef V_ANY
 
 /* ---- row drivers */
 

@@ -1,7 +1,7 @@
 /*
  * quant_x86_kfit.h — the K-quant sub-block fits of quant_ref.c (quant_fit_affine,
  * quant_fit_symmetric), vectorized one sub-block per SIMD lane. Included by quant_x86.c once per
- * vector width, after it defines:
+ * vector width, after it defines (this file undefines them at its end):
  *   KF_W         lanes (8: AVX2, 16: AVX-512)
  *   KF_FN(name)  the function's attributes and name for this width
  *   VF, VM       float vector and comparison-mask types
@@ -214,3 +214,31 @@ KF_FN(fit_symmetric)(const float *xt, int nmax, float *s_out) {
 }
 
 #undef KF_SUM4
+
+/* the includer's parameters end here, so that the next width can define its own */
+#undef KF_W
+#undef KF_FN
+#undef VF
+#undef VM
+#undef V_ZERO
+#undef V_SET1
+#undef V_LOAD
+#undef V_STORE
+#undef V_ADD
+#undef V_SUB
+#undef V_MUL
+#undef V_FMA
+#undef V_DIV
+#undef V_MIN
+#undef V_MAX
+#undef V_TRUNC
+#undef V_ABS
+#undef V_NEG
+#undef V_LT
+#undef V_GT
+#undef V_LE
+#undef V_EQ
+#undef V_NLE
+#undef V_SEL
+#undef V_MAND
+#undef V_ANY
