@@ -55,24 +55,30 @@ static ll_status ids_push(tok_ids *v, int32_t id) {
 
 /* ------------------------------------------------------------------ UTF-8 */
 
-/* Well-formed UTF-8 per Unicode Table 3-7: the allowed range of the second byte depends on the
- * lead; later bytes are 80..BF. Returns 1-4, or 0 when the bytes at s are not a complete valid
- * sequence (invalid, or cut off by the end). */
+/* Well-formed UTF-8 per Unicode Table 3-7: the sequence length a lead byte starts (2-4; 0 for
+ * a byte that cannot lead) and the allowed range [*lo, *hi] of the second byte, which depends on
+ * the lead; later bytes are 80..BF. */
+static int utf8_lead(uint8_t c, uint8_t *lo, uint8_t *hi) {
+    *lo = 0x80;
+    *hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) return 2;
+    if (c == 0xE0) { *lo = 0xA0; return 3; }
+    if (c == 0xED) { *hi = 0x9F; return 3; }
+    if (c >= 0xE1 && c <= 0xEF) return 3;
+    if (c == 0xF0) { *lo = 0x90; return 4; }
+    if (c == 0xF4) { *hi = 0x8F; return 4; }
+    if (c >= 0xF1 && c <= 0xF3) return 4;
+    return 0;
+}
+
+/* Returns 1-4, or 0 when the bytes at s are not a complete valid sequence (invalid, or cut off
+ * by the end). */
 int tok_utf8_seq_len(const uint8_t *s, size_t n) {
     if (n == 0) return 0;
-    uint8_t c = s[0];
-    if (c < 0x80) return 1;
-    int len;
-    uint8_t lo = 0x80, hi = 0xBF;
-    if (c >= 0xC2 && c <= 0xDF) len = 2;
-    else if (c == 0xE0) len = 3, lo = 0xA0;
-    else if (c == 0xED) len = 3, hi = 0x9F;
-    else if (c >= 0xE1 && c <= 0xEF) len = 3;
-    else if (c == 0xF0) len = 4, lo = 0x90;
-    else if (c == 0xF4) len = 4, hi = 0x8F;
-    else if (c >= 0xF1 && c <= 0xF3) len = 4;
-    else return 0;
-    if (n < (size_t)len) return 0;
+    if (s[0] < 0x80) return 1;
+    uint8_t lo, hi;
+    int len = utf8_lead(s[0], &lo, &hi);
+    if (len == 0 || n < (size_t)len) return 0;
     if (s[1] < lo || s[1] > hi) return 0;
     for (int i = 2; i < len; i++)
         if ((s[i] & 0xC0) != 0x80) return 0;
@@ -82,18 +88,10 @@ int tok_utf8_seq_len(const uint8_t *s, size_t n) {
 /* Length of the maximal subpart at s (the bytes one U+FFFD replaces), and whether it was cut
  * short only by the end of the buffer (*incomplete). Called where tok_utf8_seq_len gave 0. */
 static size_t utf8_bad_len(const uint8_t *s, size_t n, int *incomplete) {
-    uint8_t c = s[0];
-    int len;
-    uint8_t lo = 0x80, hi = 0xBF;
+    uint8_t lo, hi;
+    int len = utf8_lead(s[0], &lo, &hi);
     *incomplete = 0;
-    if (c >= 0xC2 && c <= 0xDF) len = 2;
-    else if (c == 0xE0) len = 3, lo = 0xA0;
-    else if (c == 0xED) len = 3, hi = 0x9F;
-    else if (c >= 0xE1 && c <= 0xEF) len = 3;
-    else if (c == 0xF0) len = 4, lo = 0x90;
-    else if (c == 0xF4) len = 4, hi = 0x8F;
-    else if (c >= 0xF1 && c <= 0xF3) len = 4;
-    else return 1;
+    if (len == 0) return 1;
     size_t i = 1;
     for (; i < (size_t)len && i < n; i++) {
         uint8_t l = i == 1 ? lo : 0x80, h = i == 1 ? hi : 0xBF;
