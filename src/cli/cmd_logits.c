@@ -10,44 +10,13 @@
 
 #include "backend/backend.h"
 #include "cli.h"
+#include "cli/cli_io.h"
 #include "format/st_write.h"
 
 static void usage(void) {
     fprintf(stderr,
             "usage: lilac logits -m MODEL --tokens 1,2,3 [--decode-from P] -o OUT.safetensors\n"
             "                    [--backend cpu|cuda|auto] [--threads N] [--batch N]\n");
-}
-
-/* Parses "1,2,3" into a new array; returns count or -1 (error message set). */
-static int parse_ids(const char *s, int32_t **out) {
-    int cap = 16, n = 0;
-    int32_t *ids = ll_malloc(sizeof(int32_t) * (size_t)cap);
-    if (!ids) return -1;
-    const char *p = s;
-    while (*p) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < 0 || v > INT32_MAX) {
-            ll_err(LL_ERR_INVALID, "--tokens: bad token id at offset %ld", (long)(p - s));
-            ll_free(ids);
-            return -1;
-        }
-        if (n == cap) {
-            int32_t *nn = ll_realloc(ids, sizeof(int32_t) * (size_t)(cap *= 2));
-            if (!nn) { ll_free(ids); return -1; }
-            ids = nn;
-        }
-        ids[n++] = (int32_t)v;
-        p = end;
-        if (*p == ',') p++;
-        else if (*p) {
-            ll_err(LL_ERR_INVALID, "--tokens: expected ',' at offset %ld", (long)(p - s));
-            ll_free(ids);
-            return -1;
-        }
-    }
-    *out = ids;
-    return n;
 }
 
 int cmd_logits(int argc, char **argv) {
@@ -70,7 +39,7 @@ int cmd_logits(int argc, char **argv) {
     }
     if (!model_path || !tokens || !out) { usage(); return 2; }
     int32_t *ids = NULL;
-    int n = parse_ids(tokens, &ids);
+    int n = cli_parse_ids("--tokens", tokens, &ids);
     if (n < 0) return cli_fail("logits", ll_errmsg());
     if (n == 0) { ll_free(ids); return cli_fail("logits", "--tokens: empty"); }
     if (decode_from == 0 || decode_from > n) {

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "cli.h"
+#include "cli/cli_io.h"
 #include "cli_gen.h"
 
 static void usage(FILE *f) {
@@ -38,31 +39,6 @@ static int on_event(void *ud, const ll_gen_event *ev) {
         break;
     }
     return 0;
-}
-
-static int parse_ids(const char *s, int32_t **out) {
-    int cap = 16, n = 0;
-    int32_t *ids = ll_malloc(sizeof(int32_t) * (size_t)cap);
-    const char *p = s;
-    while (ids && *p) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < 0 || v > INT32_MAX || (*end && *end != ',')) {
-            ll_err(LL_ERR_INVALID, "--prompt-ids: bad id at offset %ld", (long)(p - s));
-            ll_free(ids);
-            return -1;
-        }
-        if (n == cap) {
-            int32_t *nn = ll_realloc(ids, sizeof(int32_t) * (size_t)(cap *= 2));
-            if (!nn) { ll_free(ids); return -1; }
-            ids = nn;
-        }
-        ids[n++] = (int32_t)v;
-        p = *end ? end + 1 : end;
-    }
-    if (!ids) return -1;
-    *out = ids;
-    return n;
 }
 
 int cmd_run(int argc, char **argv) {
@@ -97,7 +73,7 @@ int cmd_run(int argc, char **argv) {
     if (chat && !prompt) return cli_fail("run", "--chat needs a text prompt (-p)");
     int32_t *ids = NULL;
     int n_ids = 0;
-    if (prompt_ids && (n_ids = parse_ids(prompt_ids, &ids)) <= 0)
+    if (prompt_ids && (n_ids = cli_parse_ids("--prompt-ids", prompt_ids, &ids)) <= 0)
         return cli_fail("run", n_ids == 0 ? "--prompt-ids: empty" : ll_errmsg());
     ll_engine *e = NULL;
     cJSON *msgs = NULL, *kw = NULL;

@@ -81,3 +81,30 @@ def test_bad_token_id_and_missing_model():
     assert p.returncode != 0 and "outside the vocabulary" in p.stderr
     p = run("-m", "/nonexistent/model", "--prompt-ids", "1", check=False)
     assert p.returncode != 0 and "/nonexistent/model" in p.stderr
+
+
+@pytest.mark.parametrize("ids,needle", [
+    ("", "--prompt-ids: empty"),
+    ("1,,2", "bad token id at byte 2"),
+    ("-1", "bad token id at byte 0"),
+    (" 1", "bad token id at byte 0"),
+    ("1,2x", "bad token id at byte 3"),
+    ("2147483648", "bad token id at byte 0"),
+])
+def test_bad_prompt_ids(ids, needle):
+    """--prompt-ids takes decimal ids and commas only, and names the byte where that stops."""
+    d = os.path.join(shared(), "fixtures", "tiny")
+    p = run("-m", d, "--prompt-ids", ids, "-n", "1", check=False)
+    assert p.returncode != 0 and needle in p.stderr, p.stderr
+
+
+def test_logits_bad_tokens(tmp_path):
+    """`lilac logits --tokens` shares the parser: a bad list fails before the model loads."""
+    d = os.path.join(shared(), "fixtures", "tiny")
+    out = str(tmp_path / "l.safetensors")
+    p = subprocess.run([LILAC, "logits", "-m", d, "--tokens", "3,+4", "-o", out], capture_output=True, text=True, timeout=120)
+    assert p.returncode != 0 and "--tokens: bad token id at byte 2" in p.stderr, p.stderr
+    assert not os.path.exists(out)
+    p = subprocess.run([LILAC, "logits", "-m", d, "--tokens", "3,4,", "-o", out], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert load_file(out)["logits"].shape[0] == 2
