@@ -391,6 +391,19 @@ static enum MHD_Result send_body(reqctx *c, struct MHD_Connection *conn, int sta
     return ok;
 }
 
+/* Queues a 200 event stream whose bytes come from r's reader callback; takes r. The headers keep
+ * proxies from holding the events back. */
+static enum MHD_Result send_stream(reqctx *c, struct MHD_Connection *conn, struct MHD_Response *r) {
+    MHD_add_response_header(r, "Content-Type", "text/event-stream");
+    MHD_add_response_header(r, "Cache-Control", "no-cache");
+    MHD_add_response_header(r, "X-Accel-Buffering", "no");
+    add_common_headers(c->srv, r);
+    enum MHD_Result ok = MHD_queue_response(conn, 200, r);
+    MHD_destroy_response(r);
+    c->status = 200;
+    return ok;
+}
+
 static enum MHD_Result send_json(reqctx *c, struct MHD_Connection *conn, int status, const ll_strbuf *b) {
     if (b->oom) {
         static const char msg[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,"
@@ -576,14 +589,7 @@ static enum MHD_Result run_job(reqctx *c, struct MHD_Connection *conn, job *j) {
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16384, sse_reader, j, sse_free);
     if (!r) return MHD_NO;
     atomic_fetch_add(&j->refs, 1); /* the response's reference, dropped in sse_free */
-    MHD_add_response_header(r, "Content-Type", "text/event-stream");
-    MHD_add_response_header(r, "Cache-Control", "no-cache");
-    MHD_add_response_header(r, "X-Accel-Buffering", "no");
-    add_common_headers(s, r);
-    enum MHD_Result ok = MHD_queue_response(conn, 200, r);
-    MHD_destroy_response(r);
-    c->status = 200;
-    return ok;
+    return send_stream(c, conn, r);
 }
 
 /* ------------------------------------------------------------------ handlers */
@@ -958,14 +964,7 @@ static enum MHD_Result forward(reqctx *c, struct MHD_Connection *conn, fwd *f, c
         fwd_free(f);
         return MHD_NO;
     }
-    MHD_add_response_header(r, "Content-Type", "text/event-stream");
-    MHD_add_response_header(r, "Cache-Control", "no-cache");
-    MHD_add_response_header(r, "X-Accel-Buffering", "no");
-    add_common_headers(s, r);
-    enum MHD_Result ok = MHD_queue_response(conn, 200, r);
-    MHD_destroy_response(r);
-    c->status = 200;
-    return ok;
+    return send_stream(c, conn, r);
 }
 
 /* POST /v1/chat/completions or /v1/completions with an upstream: scan (messages or prompt),
