@@ -49,6 +49,21 @@ static const char *role_token(const cJSON *cfg, const char *key) {
 }
 
 /* Finds the Split regex of the pre-tokenizer and checks the rest is plain ByteLevel. */
+/* tok_build with the special-token roles from tokenizer_config.json (cfg may be NULL); an error
+ * is prefixed with the tokenizer's file or folder name. */
+static ll_status build_with_roles(tok_spec *sp, const cJSON *cfg, const char *name, tok_tokenizer **out) {
+    sp->eos_token = role_token(cfg, "eos_token");
+    sp->bos_token = role_token(cfg, "bos_token");
+    sp->pad_token = role_token(cfg, "pad_token");
+    ll_status st = tok_build(sp, out);
+    if (st != LL_OK) {
+        char msg[1024];
+        snprintf(msg, sizeof(msg), "%s", ll_errmsg());
+        st = ll_err(st, "%s: %s", name, msg);
+    }
+    return st;
+}
+
 static ll_status find_regex(const cJSON *pt, const char *name, const char **regex, int depth) {
     const char *type = json_str(pt, "type");
     if (!type) return ll_err(LL_ERR_FORMAT, "%s: pre_tokenizer without a type", name);
@@ -214,15 +229,7 @@ static ll_status load_parsed(const cJSON *root, const cJSON *cfg, const char *tm
             }
         }
     }
-    sp.eos_token = role_token(cfg, "eos_token");
-    sp.bos_token = role_token(cfg, "bos_token");
-    sp.pad_token = role_token(cfg, "pad_token");
-    st = tok_build(&sp, out);
-    if (st != LL_OK) {
-        char msg[1024];
-        snprintf(msg, sizeof(msg), "%s", ll_errmsg());
-        st = ll_err(st, "%s: %s", name, msg);
-    }
+    st = build_with_roles(&sp, cfg, name, out);
 done:
     ll_free(tokens);
     ll_free(mlist);
@@ -318,15 +325,7 @@ static ll_status load_slow_dir(const char *dir, const char *cj, const char *tp, 
         sp.split_regex = json_str(cfg, "pretokenize_regex");
         if (!sp.split_regex) sp.split_regex = tok_pre_regex("qwen2");
         sp.chat_template = tmpl ? tmpl : json_str(cfg, "chat_template");
-        sp.eos_token = role_token(cfg, "eos_token");
-        sp.bos_token = role_token(cfg, "bos_token");
-        sp.pad_token = role_token(cfg, "pad_token");
-        st = tok_build(&sp, out);
-        if (st != LL_OK) {
-            char msg[1024];
-            snprintf(msg, sizeof(msg), "%s", ll_errmsg());
-            st = ll_err(st, "%s: %s", dir, msg);
-        }
+        st = build_with_roles(&sp, cfg, dir, out);
     }
     cJSON_Delete(vocab);
     cJSON_Delete(cfg);
